@@ -1,0 +1,493 @@
+//! The simulated database: one SQLite database shared by every simulated process, each process
+//! with connections of its own, and a record of every committed row change.
+//!
+//! Each connection carries TEMP triggers on every observed table that pass the written row's
+//! values to a Rust function, so the simulator sees every change as it happens. (SQLite's
+//! pre-update hook would do the same, but needs a SQLite built with bindgen and libclang, which a
+//! fresh machine lacks.) Changes wait on their connection until its transaction ends: a commit
+//! hands them to the world, a rollback (explicit, by error, or by closing the connection in a
+//! crash) discards them. The invariants therefore see exactly the committed state without reading
+//! the database back, which would need a lock the processes may be holding. The triggers are
+//! connection-local (TEMP) and leave the shared schema untouched; `recursive_triggers` is on so
+//! that rows deleted by `INSERT OR REPLACE` are seen too.
+//!
+//! Two backends: the `memdb` VFS (in memory, fast; its lock makes a writer block new readers) and
+//! a WAL file on tmpfs (production locking, slower). An anchor connection keeps the database alive
+//! while every process is crashed. Every connection has a busy timeout of zero: `SQLITE_BUSY` is a
+//! result the code under test must handle, never a real wait. Nothing here may block, sleep or
+//! read the clock.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use commitgap::env::{DbError, Row, Value};
+use commitgap::realtime::query_rows;
+use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde::{Deserialize, Serialize};
+
+/// Where the database lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// SQLite's in-memory VFS, shared between connections by name.
+    Memdb,
+    /// A file in WAL mode, on tmpfs when `/dev/shm` exists.
+    WalFile,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Memdb => "memdb",
+            Backend::WalFile => "wal-file",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Backend> {
+        [Backend::Memdb, Backend::WalFile]
+            .into_iter()
+            .find(|backend| backend.name() == name)
+    }
+}
+
+/// Identifies a connection within one run.
+pub type ConnectionId = u64;
+
+/// One committed change to a row of an observed table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowChange {
+    /// Index into the observed tables.
+    pub table: usize,
+    pub rowid: i64,
+    /// The row's values after the change, or `None` if it was deleted.
+    pub values: Option<Vec<Value>>,
+}
+
+/// What a statement returned.
+#[derive(Debug)]
+pub enum StatementOutput {
+    Changed(usize),
+    Rows(Vec<Row>),
+}
+
+/// Changes captured by a connection's hooks, waiting for the end of the transaction.
+#[derive(Default)]
+struct Capture {
+    changes: Vec<RowChange>,
+    /// Set by the commit hook during the statement that commits.
+    committed: bool,
+}
+
+struct SimConnection {
+    connection: Connection,
+    capture: Arc<Mutex<Capture>>,
+}
+
+/// Gives each database in this OS process a unique name. It never reaches a trace.
+static DATABASE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The database of one run.
+pub struct Database {
+    backend: Backend,
+    uri: String,
+    file: Option<PathBuf>,
+    observed_tables: Vec<String>,
+    /// The TEMP triggers each new connection creates; empty until [`Database::finish_setup`].
+    capture_sql: String,
+    connections: BTreeMap<ConnectionId, SimConnection>,
+    next_connection: ConnectionId,
+    // Declared last so it closes last: the memdb store lives as long as one connection does.
+    anchor: Connection,
+}
+
+impl Database {
+    /// Creates an empty database.
+    pub fn create(backend: Backend, observed_tables: &[&str]) -> Result<Database, DbError> {
+        let number = DATABASE_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let (uri, file) = match backend {
+            Backend::Memdb => (
+                format!("file:/commitgap-{}-{number}?vfs=memdb", std::process::id()),
+                None,
+            ),
+            Backend::WalFile => {
+                let directory = if std::path::Path::new("/dev/shm").is_dir() {
+                    PathBuf::from("/dev/shm")
+                } else {
+                    std::env::temp_dir()
+                };
+                let path = directory.join(format!("commitgap-{}-{number}.sqlite", std::process::id()));
+                remove_database_files(&path);
+                (path.to_string_lossy().into_owned(), Some(path))
+            }
+        };
+        let anchor = open_raw(&uri)?;
+        if backend == Backend::WalFile {
+            anchor.pragma_update(None, "journal_mode", "WAL")?;
+            anchor.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        Ok(Database {
+            backend,
+            uri,
+            file,
+            observed_tables: observed_tables.iter().map(|name| (*name).to_owned()).collect(),
+            capture_sql: String::new(),
+            connections: BTreeMap::new(),
+            next_connection: 0,
+            anchor,
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn observed_table(&self, index: usize) -> &str {
+        &self.observed_tables[index]
+    }
+
+    /// The connection the system sets up its schema and fixtures on, before any process runs.
+    pub fn setup_connection(&self) -> &Connection {
+        &self.anchor
+    }
+
+    /// Ends set-up: prepares change capture for the observed tables (which must exist now) and
+    /// returns every row they hold, as inserts.
+    pub fn finish_setup(&mut self) -> Result<Vec<RowChange>, DbError> {
+        let mut capture_sql = String::new();
+        let mut rows = Vec::new();
+        for (index, table) in self.observed_tables.iter().enumerate() {
+            let columns = query_rows(
+                &self.anchor,
+                "SELECT name FROM pragma_table_info(?1) ORDER BY cid",
+                &[Value::Text(table.clone())],
+            )?;
+            if columns.is_empty() {
+                return Err(DbError::Other(format!(
+                    "observed table {table:?} does not exist after set-up"
+                )));
+            }
+            let mut new_values = String::new();
+            for column in &columns {
+                new_values.push_str(&format!(", NEW.\"{}\"", column.text(0)?));
+            }
+            capture_sql.push_str(&format!(
+                "CREATE TEMP TRIGGER commitgap_capture_{index}_insert AFTER INSERT ON main.\"{table}\" \
+                 BEGIN SELECT commitgap_capture({index}, NULL, NEW.rowid{new_values}); END;\n\
+                 CREATE TEMP TRIGGER commitgap_capture_{index}_update AFTER UPDATE ON main.\"{table}\" \
+                 BEGIN SELECT commitgap_capture({index}, OLD.rowid, NEW.rowid{new_values}); END;\n\
+                 CREATE TEMP TRIGGER commitgap_capture_{index}_delete AFTER DELETE ON main.\"{table}\" \
+                 BEGIN SELECT commitgap_capture({index}, OLD.rowid, NULL); END;\n"
+            ));
+            for row in query_rows(
+                &self.anchor,
+                &format!("SELECT rowid, * FROM main.\"{table}\" ORDER BY rowid"),
+                &[],
+            )? {
+                let mut values = row.0;
+                let rowid = match values.remove(0) {
+                    Value::Integer(rowid) => rowid,
+                    other => {
+                        return Err(DbError::Other(format!(
+                            "{table}: rowid {other:?} is not an integer"
+                        )));
+                    }
+                };
+                rows.push(RowChange {
+                    table: index,
+                    rowid,
+                    values: Some(values),
+                });
+            }
+        }
+        self.capture_sql = capture_sql;
+        Ok(rows)
+    }
+
+    /// Opens a new connection with change capture.
+    pub fn open(&mut self) -> Result<ConnectionId, DbError> {
+        let mut connection = open_raw(&self.uri)?;
+        let capture = Arc::new(Mutex::new(Capture::default()));
+        let function_capture = Arc::clone(&capture);
+        connection.create_scalar_function(
+            "commitgap_capture",
+            -1,
+            FunctionFlags::SQLITE_UTF8,
+            move |context| {
+                let mut capture = function_capture.lock().expect("capture lock is never poisoned");
+                record_change(&mut capture.changes, context);
+                Ok(Value::Null)
+            },
+        )?;
+        // A commit hook rather than a rollback hook: SQLite rolls back inside sqlite3_close, after
+        // rusqlite has freed the hook's closure, so a rollback hook would run freed code.
+        let commit_capture = Arc::clone(&capture);
+        connection.commit_hook(Some(move || {
+            commit_capture
+                .lock()
+                .expect("capture lock is never poisoned")
+                .committed = true;
+            false
+        }))?;
+        connection.pragma_update(None, "recursive_triggers", true)?;
+        connection.execute_batch(&self.capture_sql)?;
+        let id = self.next_connection;
+        self.next_connection += 1;
+        self.connections.insert(id, SimConnection { connection, capture });
+        Ok(id)
+    }
+
+    /// A process connection, for tests that drive statements by hand.
+    pub fn connection(&self, id: ConnectionId) -> &Connection {
+        &self.connections[&id].connection
+    }
+
+    /// Runs one statement on connection `id`. Returns what it produced and, if the statement
+    /// ended a transaction with a commit, the row changes that committed.
+    pub fn run(
+        &mut self,
+        id: ConnectionId,
+        sql: &str,
+        params: &[Value],
+        wants_rows: bool,
+    ) -> (Result<StatementOutput, DbError>, Vec<RowChange>) {
+        let slot = &self.connections[&id];
+        let mark = {
+            let mut capture = slot.capture.lock().expect("capture lock");
+            capture.committed = false;
+            capture.changes.len()
+        };
+        let result = if wants_rows {
+            query_rows(&slot.connection, sql, params).map(StatementOutput::Rows)
+        } else {
+            slot.connection
+                .prepare_cached(sql)
+                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(params)))
+                .map(StatementOutput::Changed)
+                .map_err(DbError::from)
+        };
+        if result.is_err() {
+            // A failed statement undoes its own changes (the default ON CONFLICT ABORT).
+            slot.capture.lock().expect("capture lock").changes.truncate(mark);
+        }
+        let committed = self.take_committed_after(id, result.is_ok());
+        (result, committed)
+    }
+
+    fn take_committed_after(&mut self, id: ConnectionId, statement_succeeded: bool) -> Vec<RowChange> {
+        let slot = &self.connections[&id];
+        if !slot.connection.is_autocommit() {
+            return Vec::new();
+        }
+        // The transaction is over: it committed if the commit hook fired during this statement
+        // and the statement succeeded; otherwise it rolled back.
+        let mut capture = slot.capture.lock().expect("capture lock");
+        let committed = std::mem::take(&mut capture.committed);
+        let changes = std::mem::take(&mut capture.changes);
+        if committed && statement_succeeded {
+            changes
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// True while connection `id` has a transaction open.
+    pub fn in_transaction(&self, id: ConnectionId) -> bool {
+        !self.connections[&id].connection.is_autocommit()
+    }
+
+    /// Rolls back whatever transaction `id` has open (used when a task ends without closing it).
+    pub fn roll_back(&mut self, id: ConnectionId) {
+        let slot = &self.connections[&id];
+        if !slot.connection.is_autocommit() {
+            // ROLLBACK cannot fail on an open transaction we own; if it did, closing the
+            // connection later rolls back anyway.
+            let _ = slot.connection.execute_batch("ROLLBACK");
+        }
+        let mut capture = slot.capture.lock().expect("capture lock");
+        capture.changes.clear();
+        capture.committed = false;
+    }
+
+    /// Closes connection `id`, as a crash does: SQLite rolls back its open transaction. Returns
+    /// whether a transaction was open.
+    pub fn close(&mut self, id: ConnectionId) -> bool {
+        let Some(slot) = self.connections.remove(&id) else {
+            return false;
+        };
+        let was_open = !slot.connection.is_autocommit();
+        drop(slot.connection);
+        was_open
+    }
+
+    /// Reads through the anchor connection, outside every simulated process (for tests and
+    /// reports, between steps only).
+    pub fn read(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        query_rows(&self.anchor, sql, params)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        self.connections.clear();
+        if let Some(path) = &self.file {
+            remove_database_files(path);
+        }
+    }
+}
+
+fn open_raw(uri: &str) -> Result<Connection, DbError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection = Connection::open_with_flags(uri, flags)?;
+    connection.busy_timeout(std::time::Duration::ZERO)?;
+    connection.set_prepared_statement_cache_capacity(64);
+    Ok(connection)
+}
+
+fn remove_database_files(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
+}
+
+/// Records one row change reported by a capture trigger:
+/// `(table index, old rowid or NULL, new rowid or NULL, new column values...)`.
+fn record_change(changes: &mut Vec<RowChange>, context: &rusqlite::functions::Context<'_>) {
+    let integer = |index: usize| match context.get_raw(index) {
+        ValueRef::Integer(value) => Some(value),
+        _ => None,
+    };
+    let (Some(table), old_rowid, new_rowid) = (integer(0), integer(1), integer(2)) else {
+        return;
+    };
+    let table = table as usize;
+    if let Some(old_rowid) = old_rowid
+        && new_rowid != Some(old_rowid)
+    {
+        changes.push(RowChange {
+            table,
+            rowid: old_rowid,
+            values: None,
+        });
+    }
+    if let Some(rowid) = new_rowid {
+        let values = (3..context.len())
+            .map(|index| Value::try_from(context.get_raw(index)).unwrap_or(Value::Null))
+            .collect();
+        changes.push(RowChange {
+            table,
+            rowid,
+            values: Some(values),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn database(backend: Backend) -> (Database, ConnectionId, ConnectionId) {
+        let mut database = Database::create(backend, &["t"]).unwrap();
+        database
+            .setup_connection()
+            .execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER); INSERT INTO t VALUES ('z', 0)")
+            .unwrap();
+        let existing = database.finish_setup().unwrap();
+        assert_eq!(existing.len(), 1);
+        run_raw(&mut database, "DELETE FROM t");
+        let first = database.open().unwrap();
+        let second = database.open().unwrap();
+        (database, first, second)
+    }
+
+    fn run_raw(database: &mut Database, sql: &str) {
+        database.setup_connection().execute_batch(sql).unwrap();
+    }
+
+    fn run(database: &mut Database, id: ConnectionId, sql: &str) -> (bool, Vec<RowChange>) {
+        let (result, committed) = database.run(id, sql, &[], false);
+        (result.is_ok(), committed)
+    }
+
+    #[test]
+    fn changes_surface_only_when_their_transaction_commits() {
+        for backend in [Backend::Memdb, Backend::WalFile] {
+            let (mut database, first, _) = database(backend);
+            assert!(run(&mut database, first, "BEGIN IMMEDIATE").1.is_empty());
+            assert!(
+                run(&mut database, first, "INSERT INTO t VALUES ('a', 1)")
+                    .1
+                    .is_empty()
+            );
+            assert!(
+                run(&mut database, first, "UPDATE t SET v = 2 WHERE k = 'a'")
+                    .1
+                    .is_empty()
+            );
+            let (ok, committed) = run(&mut database, first, "COMMIT");
+            assert!(ok);
+            assert_eq!(committed.len(), 2, "{backend:?}");
+            assert_eq!(
+                committed[1].values,
+                Some(vec![Value::Text("a".into()), Value::Integer(2)])
+            );
+
+            let (_, autocommitted) = run(&mut database, first, "DELETE FROM t WHERE k = 'a'");
+            assert_eq!(
+                autocommitted,
+                vec![RowChange {
+                    table: 0,
+                    rowid: 1,
+                    values: None
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn rollback_and_crash_discard_changes() {
+        let (mut database, first, second) = database(Backend::Memdb);
+        run(&mut database, first, "BEGIN IMMEDIATE");
+        run(&mut database, first, "INSERT INTO t VALUES ('a', 1)");
+        let (ok, committed) = run(&mut database, first, "ROLLBACK");
+        assert!(ok && committed.is_empty());
+
+        run(&mut database, second, "BEGIN IMMEDIATE");
+        run(&mut database, second, "INSERT INTO t VALUES ('b', 1)");
+        assert!(
+            database.close(second),
+            "the crash interrupted an open transaction"
+        );
+        let rows = database.read("SELECT count(*) FROM t", &[]).unwrap();
+        assert_eq!(rows[0].int(0).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_failed_statement_inside_a_transaction_keeps_earlier_changes_only() {
+        let (mut database, first, second) = database(Backend::Memdb);
+        run(&mut database, first, "INSERT INTO t VALUES ('a', 1)");
+        run(&mut database, second, "BEGIN IMMEDIATE");
+        run(&mut database, second, "INSERT INTO t VALUES ('b', 1)");
+        let (ok, _) = run(&mut database, second, "INSERT INTO t VALUES ('a', 2)");
+        assert!(!ok, "duplicate key");
+        let (_, committed) = run(&mut database, second, "COMMIT");
+        assert_eq!(committed.len(), 1);
+        assert_eq!(committed[0].values.as_ref().unwrap()[0], Value::Text("b".into()));
+    }
+
+    #[test]
+    fn memdb_writer_makes_a_second_writer_busy() {
+        let (mut database, first, second) = database(Backend::Memdb);
+        run(&mut database, first, "BEGIN IMMEDIATE");
+        let (result, _) = database.run(second, "BEGIN IMMEDIATE", &[], false);
+        assert_eq!(result.unwrap_err(), DbError::Busy);
+    }
+}

@@ -1,0 +1,86 @@
+//! Crash and restart of any process at any scheduling point.
+//!
+//! Models deploys, OOM kills and pod evictions: the process dies between two statements (inside
+//! a transaction, between a provider call and recording its outcome, between COMMIT and the HTTP
+//! reply), its connections close so SQLite rolls back whatever was open, and it comes back after
+//! a delay that is usually seconds and sometimes an hour. A crash never loses a committed
+//! transaction: application crashes do not, whatever the journal mode.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    FaultAction, FaultContext, FaultKind, FaultModel, ProcessRole, draw_ratio, from_json, swarm_enabled,
+    to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "crash",
+    description: "a process dies at a scheduling point (mid-transaction included) and restarts later",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    /// Chance that a process crashes at any one of its scheduling points.
+    rate: Ratio,
+    /// Chance that a restart takes long (up to `slow_restart_ms_max`) instead of seconds.
+    slow_restart: Ratio,
+    fast_restart_ms_max: i64,
+    slow_restart_ms_max: i64,
+}
+
+struct Crash {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        rate: draw_ratio(rng, &[(1, 1_000), (1, 200), (1, 50)]),
+        slow_restart: draw_ratio(rng, &[(0, 1), (1, 8)]),
+        fast_restart_ms_max: *rng.pick(&[1_000, 10_000]),
+        slow_restart_ms_max: *rng.pick(&[600_000, 3_600_000]),
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    Ok(Box::new(Crash {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for Crash {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn at_scheduling_point(&mut self, _role: ProcessRole) -> Option<FaultAction> {
+        if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
+            return None;
+        }
+        let restart_ms_max = if self.rng.chance(self.settings.slow_restart) {
+            self.settings.slow_restart_ms_max
+        } else {
+            self.settings.fast_restart_ms_max
+        };
+        Some(FaultAction::Crash {
+            restart_after_ms: self.rng.between(1, restart_ms_max),
+        })
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

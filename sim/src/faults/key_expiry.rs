@@ -1,0 +1,70 @@
+//! Provider key expiry: the provider forgets an idempotency key some time after its lifetime.
+//!
+//! Stripe may prune keys "after they're at least 24 hours old" and treats a reused pruned key as
+//! a new request; Qonto keeps keys 30 minutes, TrueLayer 6 hours. This model gives every stored
+//! key a forget time of at least the documented lifetime plus a random delay, never earlier, so a
+//! relay that honours the lifetime stays safe and one that does not is caught.
+//!
+//! Unlike the other models it keeps working after heal: key expiry is the provider's contract,
+//! not a transient failure, and the retries it endangers typically happen right after an outage
+//! heals.
+
+use serde::{Deserialize, Serialize};
+
+use super::{FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use crate::rng::SimRng;
+
+pub const KIND: FaultKind = FaultKind {
+    name: "key-expiry",
+    description: "the provider forgets idempotency keys once they are older than its key lifetime",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    /// The forget time is the lifetime plus up to this much.
+    extra_delay_ms_max: i64,
+}
+
+struct KeyExpiry {
+    settings: Settings,
+    rng: SimRng,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    let enabled = swarm_enabled(rng);
+    let extra_delay_ms_max = *rng.pick(&[0, context.key_lifetime_ms / 10, context.key_lifetime_ms]);
+    to_json(&Settings {
+        enabled,
+        extra_delay_ms_max,
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.extra_delay_ms_max < 0 {
+        return Err("settings of fault key-expiry: extra_delay_ms_max must not be negative".to_owned());
+    }
+    Ok(Box::new(KeyExpiry { settings, rng }))
+}
+
+impl FaultModel for KeyExpiry {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn key_forget_at(&mut self, stored_at_ms: i64, key_lifetime_ms: i64) -> Option<i64> {
+        if !self.settings.enabled {
+            return None;
+        }
+        Some(stored_at_ms + key_lifetime_ms + self.rng.between(0, self.settings.extra_delay_ms_max))
+    }
+
+    fn heal(&mut self) {}
+}

@@ -1,0 +1,102 @@
+//! Lost acknowledgments: the work happened, the reply did not arrive.
+//!
+//! Two places. The receiver committed and answered 2xx, but the sender never saw the answer
+//! (Svix: "a delivery that succeeded can still be sent again if your endpoint's response was
+//! lost"), so it redelivers. The provider performed the effect, but its reply never reached the
+//! relay worker, which sees a timeout and cannot tell whether the effect exists. Provider replies
+//! are also lost wholesale during outage windows (a broken load balancer in front of a provider
+//! that keeps working), which is what keeps an obligation owed for longer than a key lifetime.
+
+use serde::{Deserialize, Serialize};
+
+use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "lost-ack",
+    description: "a webhook answer or a provider reply is lost after the work was done",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    webhook_answer_loss: Ratio,
+    provider_reply_loss: Ratio,
+    /// `(start_ms, duration_ms)` windows in which every provider reply is lost.
+    provider_outages_ms: Vec<(i64, i64)>,
+}
+
+struct LostAck {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+const LOSS_CHOICES: [(u32, u32); 4] = [(0, 1), (1, 20), (1, 5), (1, 2)];
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    let enabled = swarm_enabled(rng);
+    let webhook_answer_loss = draw_ratio(rng, &LOSS_CHOICES);
+    let provider_reply_loss = draw_ratio(rng, &LOSS_CHOICES);
+    let outage_count = rng.below(3);
+    let provider_outages_ms = (0..outage_count)
+        .map(|_| {
+            let start_ms = rng.between(0, context.fault_phase_ms);
+            let duration_ms = *rng.pick(&[60_000, 600_000, 3_600_000, 3 * 3_600_000]);
+            (start_ms, duration_ms)
+        })
+        .collect();
+    to_json(&Settings {
+        enabled,
+        webhook_answer_loss,
+        provider_reply_loss,
+        provider_outages_ms,
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    Ok(Box::new(LostAck {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl LostAck {
+    fn active(&self) -> bool {
+        self.settings.enabled && !self.healed
+    }
+}
+
+impl FaultModel for LostAck {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn drops_webhook_answer(&mut self, _now_ms: i64) -> bool {
+        self.active() && self.rng.chance(self.settings.webhook_answer_loss)
+    }
+
+    fn drops_provider_reply(&mut self, now_ms: i64) -> bool {
+        if !self.active() {
+            return false;
+        }
+        let in_outage = self
+            .settings
+            .provider_outages_ms
+            .iter()
+            .any(|&(start_ms, duration_ms)| (start_ms..start_ms + duration_ms).contains(&now_ms));
+        in_outage || self.rng.chance(self.settings.provider_reply_loss)
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

@@ -1,0 +1,44 @@
+//! L2: after heal, every paid order has exactly one effect, or a dead obligation with a reason.
+//!
+//! Together with S1 this is "effectively once": the work owed for a payment happened once, or an
+//! operator was told why it could not.
+
+use super::{Invariant, InvariantKind, Observation, fulfillment_of};
+use crate::system::{ObligationStatus, OrderStatus};
+
+pub struct PaidOrderSettled;
+
+impl Invariant for PaidOrderSettled {
+    fn name(&self) -> &'static str {
+        "paid-order-settled"
+    }
+
+    fn description(&self) -> &'static str {
+        "after heal, every paid order has exactly one effect or a dead obligation with a reason"
+    }
+
+    fn kind(&self) -> InvariantKind {
+        InvariantKind::Liveness
+    }
+
+    fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
+        for order in observation.db.orders() {
+            if order.status != OrderStatus::Paid {
+                continue;
+            }
+            let operation = fulfillment_of(&order.tenant, &order.order);
+            let effects = observation.provider.effects_for(&operation).count();
+            let dead = observation
+                .db
+                .obligations_for(&operation)
+                .any(|obligation| obligation.status == ObligationStatus::Dead);
+            if effects != 1 && !dead {
+                return Err(format!(
+                    "order {}/{} is paid but has {effects} effects and no dead obligation",
+                    order.tenant, order.order
+                ));
+            }
+        }
+        Ok(())
+    }
+}

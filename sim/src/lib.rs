@@ -1,0 +1,44 @@
+//! Deterministic simulation testing for webhook receivers and transactional-outbox relays on
+//! SQLite.
+//!
+//! A seed decides everything: the world's size, which fault models are on and how often they
+//! fire, the workload, and every scheduling choice. The simulator runs a real receiver and relay
+//! (any [`system::System`]) on real SQLite, checks invariants after every step and after the
+//! faults heal, and reports each failing seed with the one command that replays it.
+//!
+//! Map of the modules:
+//! - [`run`]: one run of one seed: the executor, the fault phase, heal, the liveness phase.
+//! - [`world`]: the simulated world's state: processes, tasks, clock, queues, the current step.
+//! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
+//! - [`db`]: the shared SQLite database, per-process connections, committed-change capture.
+//! - [`view`]: the committed rows, decoded and indexed for the invariants.
+//! - [`sender`]: the upstream webhook sender and its retry presets.
+//! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
+//! - [`faults`]: the fault models, one file each, and their registry.
+//! - [`invariants`]: the invariants, one file each, and their registry.
+//! - [`system`]: the interface a system under test implements.
+//! - [`systems`]: the reference system and its planted bugs.
+//! - [`config`]: the configuration and workload drawn from a seed.
+//! - [`rng`]: seeded random streams and integer ratios.
+//! - [`trace`]: trace lines and the run digest.
+//! - [`seed_file`]: the JSON file a failing seed is written to.
+//! - [`sweep`]: many seeds over several threads.
+//! - [`cli`]: the command-line program.
+
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod faults;
+pub mod invariants;
+pub mod provider;
+pub mod rng;
+pub mod run;
+pub mod seed_file;
+pub mod sender;
+pub mod sim_env;
+pub mod sweep;
+pub mod system;
+pub mod systems;
+pub mod trace;
+pub mod view;
+pub mod world;

@@ -1,0 +1,5 @@
+//! The `commitgap` command: sweep, replay, list. See `cli`.
+
+fn main() {
+    std::process::exit(commitgap_sim::cli::main());
+}

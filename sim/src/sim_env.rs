@@ -1,0 +1,138 @@
+//! The simulated [`Env`]: every awaited call is a scheduling point.
+//!
+//! Each operation first parks the task (returns `Pending` after telling the world how it waits)
+//! and performs its effect only when the scheduler picks the task again, so the scheduler may run
+//! any other process, or crash this one, between any two statements. A provider call parks twice:
+//! once before the request leaves (the provider acts when it is picked) and once until the reply
+//! or the timeout arrives. This module must not perform an operation before its scheduling point
+//! and must never block.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use commitgap::env::{DbError, Env, LocalBoxFuture, Row, Value};
+use commitgap::provider::{CallError, ProviderCall, ProviderReply};
+
+use crate::db::StatementOutput;
+use crate::world::{Park, TaskId, World};
+
+/// The environment of one simulated task.
+pub struct SimEnv {
+    world: Rc<RefCell<World>>,
+    task: TaskId,
+    process_id: String,
+}
+
+impl SimEnv {
+    pub fn new(world: Rc<RefCell<World>>, task: TaskId, process_id: String) -> SimEnv {
+        SimEnv {
+            world,
+            task,
+            process_id,
+        }
+    }
+
+    /// Parks the task until the scheduler picks it at or after `park`.
+    fn scheduling_point(&self, park: Park) -> SchedulingPoint<'_> {
+        SchedulingPoint {
+            env: self,
+            park: Some(park),
+        }
+    }
+}
+
+/// A future that is pending exactly once: the first poll parks the task, the next one (when the
+/// scheduler picks the task) completes.
+struct SchedulingPoint<'a> {
+    env: &'a SimEnv,
+    park: Option<Park>,
+}
+
+impl Future for SchedulingPoint<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _context: &mut Context<'_>) -> Poll<()> {
+        match self.park.take() {
+            Some(park) => {
+                let mut world = self.env.world.borrow_mut();
+                world
+                    .tasks
+                    .get_mut(&self.env.task)
+                    .expect("a running task is registered")
+                    .park = Some(park);
+                Poll::Pending
+            }
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl Env for SimEnv {
+    fn process_id(&self) -> &str {
+        &self.process_id
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.world.borrow().now_ms
+    }
+
+    fn execute<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [Value],
+    ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
+        Box::pin(async move {
+            self.scheduling_point(Park::Now).await;
+            match self.world.borrow_mut().statement(self.task, sql, params, false)? {
+                StatementOutput::Changed(count) => Ok(count),
+                StatementOutput::Rows(rows) => Ok(rows.len()),
+            }
+        })
+    }
+
+    fn query<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [Value],
+    ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
+        Box::pin(async move {
+            self.scheduling_point(Park::Now).await;
+            match self.world.borrow_mut().statement(self.task, sql, params, true)? {
+                StatementOutput::Rows(rows) => Ok(rows),
+                StatementOutput::Changed(_) => Ok(Vec::new()),
+            }
+        })
+    }
+
+    fn sleep_ms(&self, duration_ms: i64) -> LocalBoxFuture<'_, ()> {
+        Box::pin(async move {
+            let until_ms = {
+                let mut world = self.world.borrow_mut();
+                let until_ms = world.now_ms + duration_ms.max(0);
+                world.note(&format!("sleep {}", World::duration(duration_ms.max(0))));
+                until_ms
+            };
+            self.scheduling_point(Park::Until(until_ms)).await;
+            self.world.borrow_mut().note("wake");
+        })
+    }
+
+    fn call_provider<'a>(
+        &'a self,
+        call: &'a ProviderCall,
+    ) -> LocalBoxFuture<'a, Result<ProviderReply, CallError>> {
+        Box::pin(async move {
+            self.scheduling_point(Park::Now).await;
+            let reply_at_ms = self.world.borrow_mut().send_provider_call(self.task, call);
+            self.scheduling_point(Park::Until(reply_at_ms)).await;
+            self.world.borrow_mut().take_reply(self.task)
+        })
+    }
+
+    fn log(&self, message: &str) {
+        self.world.borrow_mut().note(&format!("log: {message}"));
+    }
+}

@@ -1,0 +1,117 @@
+//! What the simulator needs from a system under test.
+//!
+//! A [`System`] supplies its schema and fixtures, its receiver, relay worker and receipt purge as
+//! futures over an [`Env`], and a decoder that maps its own rows to the simulator's canonical
+//! [`ObservedRow`]s, which is all the invariants look at. The reference system and every planted
+//! bug implement it in `systems/`; a team's own receiver and relay implement it in their crate.
+//!
+//! An implementation must do all its I/O through the `Env` it is given (anything else escapes
+//! the scheduler and breaks determinism), must not keep state between calls outside the database
+//! (a crash would not clear it), and must identify lease owners by `Env::process_id`.
+
+use std::rc::Rc;
+
+use commitgap::env::{DbError, Env, LocalBoxFuture, Value};
+use commitgap::receiver::{Answer, WebhookDelivery};
+use commitgap::relay::RelaySettings;
+
+/// A system under test. Implementations are plain configuration and are shared across sweep
+/// threads, hence `Send + Sync`; the futures they return run on one thread and need not be `Send`.
+pub trait System: Send + Sync {
+    /// The name users pass to `--system`.
+    fn name(&self) -> &str;
+
+    /// One line saying what this system is.
+    fn description(&self) -> &str;
+
+    /// Creates the schema and inserts the fixtures (accounts and orders awaiting payment), on a
+    /// connection whose writes the simulator observes like any other.
+    fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError>;
+
+    /// Handles one webhook delivery and answers it.
+    fn handle_delivery(&self, env: Rc<dyn Env>, delivery: WebhookDelivery)
+    -> LocalBoxFuture<'static, Answer>;
+
+    /// Runs one relay worker until the process stops (the future is then dropped).
+    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()>;
+
+    /// Deletes receipts received before `older_than_ms`.
+    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()>;
+
+    /// The tables whose rows [`System::decode_row`] understands. Changes to other tables are not
+    /// observed.
+    fn observed_tables(&self) -> &[&'static str];
+
+    /// Maps one row of `table`, with its column values in table order, to what the invariants
+    /// check. An `Err` is a bug in the decoder or the schema and stops the run.
+    fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String>;
+}
+
+/// The data every run starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fixtures {
+    /// `(account, tenant)`: which tenant each sender account belongs to.
+    pub accounts: Vec<(String, String)>,
+    /// Orders awaiting payment.
+    pub orders: Vec<OrderFixture>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderFixture {
+    pub tenant: String,
+    pub order: String,
+    pub amount_cents: i64,
+}
+
+/// A row as the invariants see it, whatever the system's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObservedRow {
+    Receipt(ReceiptRow),
+    Order(OrderRow),
+    Obligation(ObligationRow),
+}
+
+/// "Upstream event `(account, event_id)` was processed."
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptRow {
+    pub account: String,
+    pub event_id: String,
+}
+
+/// The business state of one order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRow {
+    pub tenant: String,
+    pub order: String,
+    pub status: OrderStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OrderStatus {
+    AwaitingPayment,
+    Paid,
+}
+
+/// Work owed to the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObligationRow {
+    /// The key the system stores the obligation under.
+    pub operation_key: String,
+    /// The persisted request body, sent as is on every attempt.
+    pub payload: String,
+    pub status: ObligationStatus,
+    /// The fencing token of the current (or last) lease; it only grows.
+    pub lease_token: i64,
+    /// Why the obligation is dead, if it is.
+    pub dead_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ObligationStatus {
+    /// Not yet confirmed by the provider, leased or not.
+    Owed,
+    /// The provider confirmed the effect.
+    Done,
+    /// Given up on; waits for an operator.
+    Dead,
+}

@@ -1,0 +1,176 @@
+//! The reference receiver and relay from the `commitgap` crate, as a [`System`], optionally with
+//! one planted bug.
+//!
+//! This adapter only wires the library's functions to the simulator and decodes the reference
+//! schema's rows; it must not change their behaviour, or the simulator would be testing something
+//! other than the code users run.
+
+use std::rc::Rc;
+
+use commitgap::env::{DbError, Env, LocalBoxFuture, Value};
+use commitgap::planted::PlantedBug;
+use commitgap::receiver::{Answer, WebhookDelivery, receive};
+use commitgap::relay::{RelaySettings, run_worker};
+use commitgap::schema::{
+    self, INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL, ORDER_COLUMNS, OUTBOX_COLUMNS, RECEIPT_COLUMNS, SCHEMA_SQL,
+    column,
+};
+
+use crate::system::{
+    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, ReceiptRow, System,
+};
+
+/// The reference system, or the reference with one rule broken.
+#[derive(Debug, Clone)]
+pub struct ReferenceSystem {
+    planted_bug: Option<PlantedBug>,
+    description: String,
+}
+
+impl ReferenceSystem {
+    pub fn reference() -> ReferenceSystem {
+        ReferenceSystem {
+            planted_bug: None,
+            description: "the reference receiver and relay, every design rule kept".to_owned(),
+        }
+    }
+
+    pub fn with_bug(bug: PlantedBug) -> ReferenceSystem {
+        ReferenceSystem {
+            planted_bug: Some(bug),
+            description: format!("planted bug: {}", bug.rule_broken()),
+        }
+    }
+}
+
+impl System for ReferenceSystem {
+    fn name(&self) -> &str {
+        self.planted_bug.map_or("reference", PlantedBug::name)
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        connection.execute_batch(SCHEMA_SQL)?;
+        for (account, tenant) in &fixtures.accounts {
+            connection.execute(INSERT_ACCOUNT_SQL, (account, tenant))?;
+        }
+        for order in &fixtures.orders {
+            connection.execute(
+                INSERT_ORDER_SQL,
+                (&order.tenant, &order.order, order.amount_cents, 0),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn handle_delivery(
+        &self,
+        env: Rc<dyn Env>,
+        delivery: WebhookDelivery,
+    ) -> LocalBoxFuture<'static, Answer> {
+        let bug = self.planted_bug;
+        Box::pin(async move { receive(&*env, &delivery, bug).await })
+    }
+
+    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
+        let bug = self.planted_bug;
+        Box::pin(async move { run_worker(&*env, &settings, bug).await })
+    }
+
+    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move {
+            if let Err(error) = commitgap::purge::purge_receipts(&*env, older_than_ms).await {
+                env.log(&format!("purge failed: {error}"));
+            }
+        })
+    }
+
+    fn observed_tables(&self) -> &[&'static str] {
+        &["receipts", "orders", "outbox"]
+    }
+
+    fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
+        decode_reference_row(table, values)
+    }
+}
+
+/// Decodes a row of the reference schema. Public so that a system reusing the reference schema
+/// can reuse its decoder.
+pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow, String> {
+    let columns = Columns { table, values };
+    match table {
+        "receipts" => Ok(ObservedRow::Receipt(ReceiptRow {
+            account: columns.text(&RECEIPT_COLUMNS, "account")?,
+            event_id: columns.text(&RECEIPT_COLUMNS, "event_id")?,
+        })),
+        "orders" => {
+            let status = match columns.text(&ORDER_COLUMNS, "status")?.as_str() {
+                schema::AWAITING_PAYMENT => OrderStatus::AwaitingPayment,
+                schema::PAID => OrderStatus::Paid,
+                other => return Err(format!("orders: unknown status {other:?}")),
+            };
+            Ok(ObservedRow::Order(OrderRow {
+                tenant: columns.text(&ORDER_COLUMNS, "tenant")?,
+                order: columns.text(&ORDER_COLUMNS, "id")?,
+                status,
+            }))
+        }
+        "outbox" => {
+            let status = match columns.text(&OUTBOX_COLUMNS, "status")?.as_str() {
+                schema::PENDING => ObligationStatus::Owed,
+                schema::DONE => ObligationStatus::Done,
+                schema::DEAD => ObligationStatus::Dead,
+                other => return Err(format!("outbox: unknown status {other:?}")),
+            };
+            Ok(ObservedRow::Obligation(ObligationRow {
+                operation_key: columns.text(&OUTBOX_COLUMNS, "operation_key")?,
+                payload: columns.text(&OUTBOX_COLUMNS, "payload")?,
+                status,
+                lease_token: columns.int(&OUTBOX_COLUMNS, "lease_token")?,
+                dead_reason: columns.opt_text(&OUTBOX_COLUMNS, "dead_reason")?,
+            }))
+        }
+        other => Err(format!("table {other:?} is not observed")),
+    }
+}
+
+/// Reads named columns out of a row given in table order.
+struct Columns<'a> {
+    table: &'a str,
+    values: &'a [Value],
+}
+
+impl Columns<'_> {
+    fn value(&self, names: &[&str], name: &str) -> Result<&Value, String> {
+        self.values
+            .get(column(names, name))
+            .ok_or_else(|| format!("{}: row has no column {name}", self.table))
+    }
+
+    fn text(&self, names: &[&str], name: &str) -> Result<String, String> {
+        match self.value(names, name)? {
+            Value::Text(text) => Ok(text.clone()),
+            other => Err(format!("{}.{name}: expected text, found {other:?}", self.table)),
+        }
+    }
+
+    fn opt_text(&self, names: &[&str], name: &str) -> Result<Option<String>, String> {
+        match self.value(names, name)? {
+            Value::Null => Ok(None),
+            _ => self.text(names, name).map(Some),
+        }
+    }
+
+    fn int(&self, names: &[&str], name: &str) -> Result<i64, String> {
+        match self.value(names, name)? {
+            Value::Integer(value) => Ok(*value),
+            other => Err(format!(
+                "{}.{name}: expected an integer, found {other:?}",
+                self.table
+            )),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The trace: one deterministic line per step, and a digest that identifies the run.
+//!
+//! A line reads `step  virtual-time  actor  action`, for example
+//! `    42    0:00:01.042 receiver-2#1  sql INSERT INTO receipts ... -> 1 row`. The digest is a
+//! SHA-256 over every line, so two runs of one seed agree on it exactly when their traces are
+//! byte-identical. Lines are kept in memory only when asked (replay with `--trace`, determinism
+//! checks); a sweep keeps the digest alone. Nothing here may read the wall clock or the
+//! environment: a line must depend on the run alone.
+
+use sha2::{Digest, Sha256};
+
+/// Collects trace lines of one run.
+pub struct Trace {
+    hasher: Sha256,
+    lines: Option<Vec<String>>,
+    line_count: u64,
+}
+
+impl Trace {
+    /// A trace that keeps its lines in memory when `keep_lines` is true.
+    pub fn new(keep_lines: bool) -> Trace {
+        Trace {
+            hasher: Sha256::new(),
+            lines: keep_lines.then(Vec::new),
+            line_count: 0,
+        }
+    }
+
+    /// Appends one line (without its newline).
+    pub fn push(&mut self, line: String) {
+        self.hasher.update(line.as_bytes());
+        self.hasher.update(b"\n");
+        self.line_count += 1;
+        if let Some(lines) = &mut self.lines {
+            lines.push(line);
+        }
+    }
+
+    pub fn line_count(&self) -> u64 {
+        self.line_count
+    }
+
+    /// The digest so far: the first 16 bytes of the SHA-256, in hex.
+    pub fn digest(&self) -> String {
+        let full = self.hasher.clone().finalize();
+        full[..16].iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    /// The kept lines, if any were kept.
+    pub fn into_lines(self) -> Option<Vec<String>> {
+        self.lines
+    }
+}
+
+/// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day).
+pub fn format_time_ms(time_ms: i64) -> String {
+    let millis = time_ms.rem_euclid(1_000);
+    let seconds = time_ms.div_euclid(1_000);
+    format!(
+        "{}:{:02}:{:02}.{:03}",
+        seconds / 3_600,
+        (seconds / 60) % 60,
+        seconds % 60,
+        millis
+    )
+}
+
+/// Formats a duration for people: `250ms`, `12s`, `5m`, `21m47.357s`, `2d3h`.
+pub fn format_duration_ms(duration_ms: i64) -> String {
+    if duration_ms < 1_000 {
+        return format!("{duration_ms}ms");
+    }
+    const UNITS: [(i64, &str); 3] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m")];
+    let mut rest = duration_ms;
+    let mut text = String::new();
+    for (size, unit) in UNITS {
+        if rest >= size {
+            text.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    match (rest / 1_000, rest % 1_000) {
+        (0, 0) => {}
+        (seconds, 0) => text.push_str(&format!("{seconds}s")),
+        (seconds, millis) => text.push_str(&format!("{seconds}.{millis:03}s")),
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_depends_on_every_line() {
+        let digest = |lines: &[&str]| {
+            let mut trace = Trace::new(false);
+            for line in lines {
+                trace.push((*line).to_owned());
+            }
+            trace.digest()
+        };
+        assert_eq!(digest(&["a", "b"]), digest(&["a", "b"]));
+        assert_ne!(digest(&["a", "b"]), digest(&["a", "c"]));
+        assert_ne!(digest(&["ab"]), digest(&["a", "b"]));
+        assert_eq!(digest(&["a"]).len(), 32);
+    }
+
+    #[test]
+    fn times_and_durations_read_naturally() {
+        assert_eq!(format_time_ms(0), "0:00:00.000");
+        assert_eq!(format_time_ms(27 * 3_600_000 + 61_042), "27:01:01.042");
+        assert_eq!(format_duration_ms(300_000), "5m");
+        assert_eq!(format_duration_ms(1_500), "1.500s");
+        assert_eq!(format_duration_ms(250), "250ms");
+        assert_eq!(format_duration_ms(1_307_357), "21m47.357s");
+        assert_eq!(format_duration_ms(2 * 86_400_000 + 3 * 3_600_000), "2d3h");
+    }
+}

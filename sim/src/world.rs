@@ -1,0 +1,717 @@
+//! The simulated world: processes, tasks, the clock, the scheduler's queues, the database, the
+//! sender, the provider and the fault models, plus what the current step did.
+//!
+//! The world is shared between the executor (`run`) and every task's environment (`sim_env`)
+//! through one `RefCell`; nobody holds the borrow while a task is being polled, so the code under
+//! test may call into the world at each of its scheduling points. Time is virtual and only moves
+//! forward: one millisecond per step, and in jumps to the next timer when nothing is ready. The
+//! world must not consult anything outside the run: every choice comes from a seeded stream.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use commitgap::env::{DbError, Value};
+use commitgap::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
+use commitgap::receiver::Answer;
+
+use crate::config::{SimConfig, Workload};
+use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
+use crate::faults::{FaultModel, ProcessRole};
+use crate::invariants::{AnswerRecord, History, StepRecord};
+use crate::provider::ProviderModel;
+use crate::rng::SimRng;
+use crate::sender::Sender;
+use crate::trace::{Trace, format_duration_ms};
+use crate::view::DbView;
+
+pub type TaskId = u64;
+pub type EventId = u64;
+
+/// Something the scheduler can pick: a task to poll or a world event to handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Item {
+    Task(TaskId),
+    Event(EventId),
+}
+
+/// One simulated OS process.
+#[derive(Debug)]
+pub struct Process {
+    pub name: String,
+    pub role: ProcessRole,
+    /// Starts at 1 and grows with every restart.
+    pub incarnation: u32,
+    pub up: bool,
+    /// `name#incarnation`, what `Env::process_id` returns.
+    pub id: String,
+    /// Connections a finished task returned, ready for the next task (a connection pool).
+    pub idle_connections: Vec<ConnectionId>,
+}
+
+impl Process {
+    pub fn new(name: String, role: ProcessRole) -> Process {
+        let id = format!("{name}#1");
+        Process {
+            name,
+            role,
+            incarnation: 1,
+            up: true,
+            id,
+            idle_connections: Vec::new(),
+        }
+    }
+}
+
+/// How a suspended task waits, as it told the world at its scheduling point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Park {
+    /// Ready to run its next operation.
+    Now,
+    /// Sleeping, or waiting for a reply, until this virtual time.
+    Until(i64),
+}
+
+/// What a task is, for the trace and the quiescence check.
+#[derive(Debug, Clone)]
+pub enum TaskKind {
+    Handler {
+        delivery: DeliveryRef,
+        account: String,
+        event_id: String,
+    },
+    RelayWorker,
+    Purge,
+}
+
+/// Which attempt of which event a delivery is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryRef {
+    /// Index into the workload's events.
+    pub event: usize,
+    pub attempt: u32,
+    /// An extra copy sent by the duplicate-delivery fault: its answer is not awaited.
+    pub duplicate: bool,
+}
+
+/// The world's record of one task; its future lives with the executor.
+#[derive(Debug)]
+pub struct TaskState {
+    pub process: usize,
+    pub process_id: String,
+    pub kind: TaskKind,
+    pub connection: Option<ConnectionId>,
+    pub park: Option<Park>,
+    pub reply: Option<Result<ProviderReply, CallError>>,
+    timer: Option<(i64, u64)>,
+}
+
+/// Something that happens in the world outside any task.
+#[derive(Debug, Clone)]
+pub enum WorldEvent {
+    /// The sender creates event `event` and makes its first attempt.
+    Emit { event: usize },
+    /// The sender makes its next attempt at `event`.
+    Attempt { event: usize },
+    /// The sender stops waiting for attempt `attempt`.
+    AttemptTimeout { event: usize, attempt: u32 },
+    /// A receiver writes its answer to the socket (a crash before this loses it).
+    SendAnswer {
+        process: usize,
+        incarnation: u32,
+        delivery: DeliveryRef,
+        answer: Answer,
+    },
+    /// The answer reaches the sender.
+    AnswerArrives { delivery: DeliveryRef, answer: Answer },
+    /// A crashed process starts again.
+    Restart { process: usize },
+    /// A fault model asked to be woken.
+    FaultTimer { fault: usize },
+}
+
+/// The whole simulated world.
+pub struct World {
+    pub now_ms: i64,
+    pub step: u64,
+    pub config: SimConfig,
+    pub workload: Workload,
+    pub db: Database,
+    pub observed_tables: Vec<&'static str>,
+    pub processes: Vec<Process>,
+    pub tasks: BTreeMap<TaskId, TaskState>,
+    pub events: BTreeMap<EventId, WorldEvent>,
+    ready: Vec<Item>,
+    timers: BTreeSet<(i64, u64, Item)>,
+    next_task: TaskId,
+    next_event: EventId,
+    next_timer: u64,
+    scheduler_rng: SimRng,
+    pub network_rng: SimRng,
+    provider_rng: SimRng,
+    pub provider: ProviderModel,
+    pub sender: Sender,
+    pub faults: Vec<Box<dyn FaultModel>>,
+    pub fault_counts: BTreeMap<String, u64>,
+    pub fault_log: Vec<String>,
+    pub healed: bool,
+    pub view: DbView,
+    pub history: History,
+    /// Raw commits of the current step: `(process id, changes)`.
+    pub step_commits: Vec<(String, Vec<RowChange>)>,
+    pub step_record: StepRecord,
+    /// The trace text of the current step's action.
+    pub line: String,
+    pub trace: Trace,
+    /// Handler tasks alive plus answers still travelling; zero when no delivery is in flight.
+    pub deliveries_in_flight: usize,
+}
+
+/// At most this many fault decisions are kept for the seed file.
+const FAULT_LOG_MAX: usize = 1_000;
+
+impl World {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        seed: u64,
+        config: SimConfig,
+        workload: Workload,
+        db: Database,
+        observed_tables: Vec<&'static str>,
+        processes: Vec<Process>,
+        faults: Vec<Box<dyn FaultModel>>,
+        keep_trace: bool,
+    ) -> World {
+        let sender = Sender::new(config.sender_preset, &workload.events);
+        World {
+            now_ms: 0,
+            step: 0,
+            config,
+            workload,
+            db,
+            observed_tables,
+            processes,
+            tasks: BTreeMap::new(),
+            events: BTreeMap::new(),
+            ready: Vec::new(),
+            timers: BTreeSet::new(),
+            next_task: 1,
+            next_event: 1,
+            next_timer: 0,
+            scheduler_rng: SimRng::stream(seed, "scheduler"),
+            network_rng: SimRng::stream(seed, "network"),
+            provider_rng: SimRng::stream(seed, "provider"),
+            provider: ProviderModel::default(),
+            sender,
+            faults,
+            fault_counts: BTreeMap::new(),
+            fault_log: Vec::new(),
+            healed: false,
+            view: DbView::default(),
+            history: History::default(),
+            step_commits: Vec::new(),
+            step_record: StepRecord::default(),
+            line: String::new(),
+            trace: Trace::new(keep_trace),
+            deliveries_in_flight: 0,
+        }
+    }
+
+    // ----- Scheduling -----
+
+    /// Picks the next item to run, jumping the clock to the next timer if nothing is ready.
+    pub fn next_item(&mut self) -> Option<Item> {
+        self.release_due_timers();
+        if self.ready.is_empty() {
+            let &(time_ms, _, _) = self.timers.first()?;
+            self.now_ms = self.now_ms.max(time_ms);
+            self.release_due_timers();
+        }
+        let index = self.scheduler_rng.below(self.ready.len() as u64) as usize;
+        Some(self.ready.remove(index))
+    }
+
+    fn release_due_timers(&mut self) {
+        while let Some(&(time_ms, _, item)) = self.timers.first() {
+            if time_ms > self.now_ms {
+                break;
+            }
+            self.timers.pop_first();
+            if let Item::Task(task) = item
+                && let Some(state) = self.tasks.get_mut(&task)
+            {
+                state.timer = None;
+            }
+            self.ready.push(item);
+        }
+    }
+
+    fn schedule(&mut self, item: Item, at_ms: i64) -> Option<(i64, u64)> {
+        if at_ms <= self.now_ms {
+            self.ready.push(item);
+            return None;
+        }
+        let key = (at_ms, self.next_timer);
+        self.next_timer += 1;
+        self.timers.insert((key.0, key.1, item));
+        Some(key)
+    }
+
+    /// Schedules a world event at `at_ms` (now or later).
+    pub fn schedule_event(&mut self, at_ms: i64, event: WorldEvent) {
+        let id = self.next_event;
+        self.next_event += 1;
+        if matches!(
+            event,
+            WorldEvent::SendAnswer { .. } | WorldEvent::AnswerArrives { .. }
+        ) {
+            self.deliveries_in_flight += 1;
+        }
+        self.events.insert(id, event);
+        self.schedule(Item::Event(id), at_ms);
+    }
+
+    /// Takes a due event out of the world.
+    pub fn take_event(&mut self, id: EventId) -> WorldEvent {
+        let event = self
+            .events
+            .remove(&id)
+            .expect("a scheduled event exists until handled");
+        if matches!(
+            event,
+            WorldEvent::SendAnswer { .. } | WorldEvent::AnswerArrives { .. }
+        ) {
+            self.deliveries_in_flight -= 1;
+        }
+        event
+    }
+
+    /// Registers a new task of `process`; it runs once the executor polls it.
+    pub fn add_task(&mut self, process: usize, kind: TaskKind) -> (TaskId, String) {
+        let id = self.next_task;
+        self.next_task += 1;
+        if matches!(kind, TaskKind::Handler { .. }) {
+            self.deliveries_in_flight += 1;
+        }
+        let process_id = self.processes[process].id.clone();
+        self.tasks.insert(
+            id,
+            TaskState {
+                process,
+                process_id: process_id.clone(),
+                kind,
+                connection: None,
+                park: None,
+                reply: None,
+                timer: None,
+            },
+        );
+        (id, process_id)
+    }
+
+    /// Queues a task that just returned `Pending` according to how it parked itself.
+    pub fn schedule_parked(&mut self, task: TaskId) -> Result<(), String> {
+        let state = self.tasks.get_mut(&task).expect("a pending task is registered");
+        let Some(park) = state.park.take() else {
+            return Err(format!(
+                "a task of {} suspended without an Env call; only Env calls may suspend simulated code",
+                state.process_id
+            ));
+        };
+        let at_ms = match park {
+            Park::Now => self.now_ms,
+            Park::Until(at_ms) => at_ms,
+        };
+        let key = self.schedule(Item::Task(task), at_ms);
+        self.tasks.get_mut(&task).expect("still registered").timer = key;
+        Ok(())
+    }
+
+    /// Forgets a finished task and returns its connection to the process's pool.
+    pub fn finish_task(&mut self, task: TaskId) {
+        let state = self.tasks.remove(&task).expect("a finished task is registered");
+        if matches!(state.kind, TaskKind::Handler { .. }) {
+            self.deliveries_in_flight -= 1;
+        }
+        if let Some(connection) = state.connection {
+            if self.db.in_transaction(connection) {
+                self.db.roll_back(connection);
+                self.note("task ended inside a transaction; rolled back");
+            }
+            self.processes[state.process].idle_connections.push(connection);
+        }
+    }
+
+    /// The process a crash at this item would hit, if the item belongs to one.
+    pub fn process_of(&self, item: Item) -> Option<usize> {
+        match item {
+            Item::Task(task) => self.tasks.get(&task).map(|state| state.process),
+            Item::Event(event) => match self.events.get(&event) {
+                Some(WorldEvent::SendAnswer { process, .. }) => Some(*process),
+                _ => None,
+            },
+        }
+    }
+
+    /// Removes every task of `process` (the executor drops their futures) and closes its
+    /// connections. Returns the removed tasks and how many open transactions rolled back.
+    pub fn crash_process(&mut self, process: usize) -> (Vec<TaskId>, usize) {
+        let tasks: Vec<TaskId> = self
+            .tasks
+            .iter()
+            .filter(|(_, state)| state.process == process)
+            .map(|(&id, _)| id)
+            .collect();
+        let mut open_transactions = 0;
+        for task in &tasks {
+            let state = self.tasks.remove(task).expect("listed above");
+            if matches!(state.kind, TaskKind::Handler { .. }) {
+                self.deliveries_in_flight -= 1;
+            }
+            if let Some(key) = state.timer {
+                self.timers.remove(&(key.0, key.1, Item::Task(*task)));
+            }
+            self.ready.retain(|item| *item != Item::Task(*task));
+            if let Some(connection) = state.connection
+                && self.db.close(connection)
+            {
+                open_transactions += 1;
+            }
+        }
+        let idle = std::mem::take(&mut self.processes[process].idle_connections);
+        for connection in idle {
+            self.db.close(connection);
+        }
+        self.processes[process].up = false;
+        (tasks, open_transactions)
+    }
+
+    /// Brings a crashed process back with a new identity.
+    pub fn restart_process(&mut self, process: usize) {
+        let state = &mut self.processes[process];
+        state.incarnation += 1;
+        state.up = true;
+        state.id = format!("{}#{}", state.name, state.incarnation);
+    }
+
+    // ----- Operations of the simulated Env -----
+
+    /// Runs one SQL statement for `task`.
+    pub fn statement(
+        &mut self,
+        task: TaskId,
+        sql: &str,
+        params: &[Value],
+        wants_rows: bool,
+    ) -> Result<StatementOutput, DbError> {
+        let connection = self.task_connection(task)?;
+        let (result, committed) = self.db.run(connection, sql, params, wants_rows);
+        describe_statement(&mut self.line, sql, params, &result);
+        if !committed.is_empty() {
+            let process_id = self.tasks[&task].process_id.clone();
+            let _ = write!(self.line, " [commit {} rows]", committed.len());
+            self.step_commits.push((process_id, committed));
+        }
+        result
+    }
+
+    fn task_connection(&mut self, task: TaskId) -> Result<ConnectionId, DbError> {
+        let state = self.tasks.get_mut(&task).expect("a running task is registered");
+        if let Some(connection) = state.connection {
+            return Ok(connection);
+        }
+        let connection = match self.processes[state.process].idle_connections.pop() {
+            Some(connection) => connection,
+            None => self.db.open()?,
+        };
+        self.tasks.get_mut(&task).expect("registered").connection = Some(connection);
+        Ok(connection)
+    }
+
+    /// Delivers `call` to the provider, which acts now; returns when the reply (or the caller's
+    /// timeout) reaches the task.
+    pub fn send_provider_call(&mut self, task: TaskId, call: &ProviderCall) -> i64 {
+        let now_ms = self.now_ms;
+        let key_lifetime_ms = self.config.relay.key_lifetime_ms;
+        let faults = &mut self.faults;
+        let handled = self.provider.handle(&call.request, now_ms, || {
+            let mut forget_at = None;
+            for fault in faults.iter_mut() {
+                forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
+            }
+            forget_at
+        });
+        let key = call.request.idempotency_key().to_owned();
+        if handled.key_was_forgotten {
+            self.record_fault("key-expiry", &format!("provider had forgotten key {key}"));
+        }
+        if let Some(index) = handled.new_effect {
+            self.step_record.new_effects.push(index);
+        }
+        let mut lost = false;
+        for fault in self.faults.iter_mut() {
+            lost |= fault.drops_provider_reply(now_ms);
+        }
+        let latency_ms = self.provider_rng.between(1, self.config.provider_latency_ms_max);
+        let verb = match &call.request {
+            ProviderRequest::Send { .. } => "send",
+            ProviderRequest::Lookup { .. } => "lookup",
+        };
+        let _ = write!(
+            self.line,
+            "call {verb} key={key} -> provider {}",
+            describe_reply(&handled.reply)
+        );
+        let (reply_at_ms, reply) = if lost {
+            self.record_fault("lost-ack", &format!("provider reply for key {key} lost"));
+            self.line.push_str(", reply lost");
+            (now_ms + call.timeout_ms, Err(CallError::Timeout))
+        } else if latency_ms > call.timeout_ms {
+            (now_ms + call.timeout_ms, Err(CallError::Timeout))
+        } else {
+            (now_ms + latency_ms, Ok(handled.reply))
+        };
+        self.tasks
+            .get_mut(&task)
+            .expect("a calling task is registered")
+            .reply = Some(reply);
+        reply_at_ms
+    }
+
+    /// The reply a task's provider call got.
+    pub fn take_reply(&mut self, task: TaskId) -> Result<ProviderReply, CallError> {
+        let reply = self
+            .tasks
+            .get_mut(&task)
+            .and_then(|state| state.reply.take())
+            .expect("a reply is stored before the caller wakes");
+        match &reply {
+            Ok(reply) => {
+                let _ = write!(self.line, "reply {}", describe_reply(reply));
+            }
+            Err(error) => {
+                let _ = write!(self.line, "reply error: {error}");
+            }
+        }
+        reply
+    }
+
+    /// A handler finished: record its answer and put it on the wire.
+    pub fn handler_finished(&mut self, task: TaskId, answer: Answer) {
+        let state = &self.tasks[&task];
+        let TaskKind::Handler {
+            delivery,
+            account,
+            event_id,
+        } = &state.kind
+        else {
+            unreachable!("only handler tasks answer deliveries");
+        };
+        let (delivery, process) = (*delivery, state.process);
+        self.step_record.answers.push(AnswerRecord {
+            process_id: state.process_id.clone(),
+            account: account.clone(),
+            event_id: event_id.clone(),
+            answer: answer.clone(),
+        });
+        self.note(&format!("answer {answer}"));
+        let incarnation = self.processes[process].incarnation;
+        self.schedule_event(
+            self.now_ms,
+            WorldEvent::SendAnswer {
+                process,
+                incarnation,
+                delivery,
+                answer,
+            },
+        );
+    }
+
+    /// Appends a remark to the current step's trace line.
+    pub fn note(&mut self, text: &str) {
+        if !self.line.is_empty() {
+            self.line.push_str(" | ");
+        }
+        self.line.push_str(text);
+    }
+
+    /// Counts a fault firing and keeps it for the seed file.
+    pub fn record_fault(&mut self, fault: &str, what: &str) {
+        *self.fault_counts.entry(fault.to_owned()).or_default() += 1;
+        if self.fault_log.len() < FAULT_LOG_MAX {
+            self.fault_log.push(format!(
+                "step {} {}: {what}",
+                self.step,
+                crate::trace::format_time_ms(self.now_ms)
+            ));
+        }
+    }
+
+    /// A random up receiver, if any.
+    pub fn pick_receiver(&mut self) -> Option<usize> {
+        let up: Vec<usize> = (0..self.processes.len())
+            .filter(|&index| self.processes[index].role == ProcessRole::Receiver && self.processes[index].up)
+            .collect();
+        if up.is_empty() {
+            return None;
+        }
+        Some(*self.network_rng.pick(&up))
+    }
+
+    /// Travel time of one webhook answer.
+    pub fn network_latency_ms(&mut self) -> i64 {
+        self.network_rng.between(1, self.config.network_latency_ms_max)
+    }
+
+    /// Whether any fault drops this webhook answer. Every model is asked, so that one model's
+    /// decision never changes how many draws another one makes.
+    pub fn webhook_answer_dropped(&mut self) -> bool {
+        let now_ms = self.now_ms;
+        let mut dropped = false;
+        for fault in self.faults.iter_mut() {
+            dropped |= fault.drops_webhook_answer(now_ms);
+        }
+        dropped
+    }
+
+    /// How many extra copies of a delivery the fault models send.
+    pub fn extra_deliveries(&mut self) -> u32 {
+        let now_ms = self.now_ms;
+        self.faults
+            .iter_mut()
+            .map(|fault| fault.extra_deliveries(now_ms))
+            .sum()
+    }
+
+    /// True when nothing is left to do: every event settled with the sender, no delivery in
+    /// flight, no obligation owed, every process up.
+    pub fn is_quiescent(&self) -> bool {
+        self.sender.unsettled() == 0
+            && self.deliveries_in_flight == 0
+            && self.processes.iter().all(|process| process.up)
+            && self.view.owed_obligations() == 0
+    }
+
+    /// Human-readable duration, for trace remarks.
+    pub fn duration(duration_ms: i64) -> String {
+        format_duration_ms(duration_ms)
+    }
+}
+
+/// Collapses whitespace and shortens `sql` for the trace.
+fn summarize_sql(sql: &str, out: &mut String) {
+    const LIMIT: usize = 96;
+    let start = out.len();
+    let mut pending_space = false;
+    for character in sql.chars() {
+        if character.is_whitespace() {
+            pending_space = out.len() > start;
+            continue;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        out.push(character);
+        if out.len() - start >= LIMIT {
+            out.push('…');
+            return;
+        }
+    }
+}
+
+fn describe_value(value: &Value, out: &mut String) {
+    const LIMIT: usize = 40;
+    match value {
+        Value::Null => out.push_str("NULL"),
+        Value::Integer(number) => {
+            let _ = write!(out, "{number}");
+        }
+        Value::Real(number) => {
+            let _ = write!(out, "{number}");
+        }
+        Value::Text(text) if text.len() > LIMIT => {
+            let cut = (0..=LIMIT)
+                .rev()
+                .find(|&index| text.is_char_boundary(index))
+                .unwrap_or(0);
+            let _ = write!(out, "'{}…'", &text[..cut]);
+        }
+        Value::Text(text) => {
+            let _ = write!(out, "'{text}'");
+        }
+        Value::Blob(bytes) => {
+            let _ = write!(out, "<{} bytes>", bytes.len());
+        }
+    }
+}
+
+fn describe_statement(
+    out: &mut String,
+    sql: &str,
+    params: &[Value],
+    result: &Result<StatementOutput, DbError>,
+) {
+    if !out.is_empty() {
+        out.push_str(" | ");
+    }
+    out.push_str("sql ");
+    summarize_sql(sql, out);
+    if !params.is_empty() {
+        out.push_str(" [");
+        for (index, value) in params.iter().enumerate() {
+            if index > 0 {
+                out.push_str(", ");
+            }
+            describe_value(value, out);
+        }
+        out.push(']');
+    }
+    match result {
+        // SQLite's change count is stale after BEGIN, COMMIT and other non-DML statements.
+        Ok(StatementOutput::Changed(_)) if !changes_rows(sql) => out.push_str(" -> ok"),
+        Ok(StatementOutput::Changed(count)) => {
+            let _ = write!(out, " -> {count} changed");
+        }
+        Ok(StatementOutput::Rows(rows)) => {
+            let _ = write!(out, " -> {} rows", rows.len());
+            if let Some(first) = rows.first() {
+                out.push_str(" (");
+                for (index, value) in first.0.iter().enumerate() {
+                    if index > 0 {
+                        out.push_str(", ");
+                    }
+                    describe_value(value, out);
+                }
+                out.push(')');
+            }
+        }
+        Err(error) => {
+            let _ = write!(out, " -> error: {error}");
+        }
+    }
+}
+
+/// Whether `sql` is a statement whose change count means something.
+fn changes_rows(sql: &str) -> bool {
+    let keyword = sql.trim_start().split_whitespace().next().unwrap_or("");
+    ["INSERT", "UPDATE", "DELETE", "REPLACE", "WITH"]
+        .iter()
+        .any(|candidate| keyword.eq_ignore_ascii_case(candidate))
+}
+
+fn describe_reply(reply: &ProviderReply) -> String {
+    match reply {
+        ProviderReply::Accepted {
+            effect_id,
+            replayed: false,
+        } => format!("accepted {effect_id} (new effect)"),
+        ProviderReply::Accepted {
+            effect_id,
+            replayed: true,
+        } => format!("accepted {effect_id} (replayed)"),
+        ProviderReply::Found { effect_id } => format!("found {effect_id}"),
+        ProviderReply::NotFound => "not found".to_owned(),
+        ProviderReply::Conflict => "409 conflict".to_owned(),
+        ProviderReply::Rejected { status, reason } => format!("rejected {status}: {reason}"),
+    }
+}

@@ -1,0 +1,22 @@
+//! A webhook receiver and a transactional-outbox relay on SQLite: the reference system that the
+//! `commitgap-sim` simulator tests, and a library you can run for real.
+//!
+//! Map of the modules:
+//! - [`env`]: the runtime interface ([`env::Env`]) every other module is written against; under
+//!   simulation each awaited call is a scheduling point.
+//! - [`schema`]: the tables (accounts, receipts, orders, outbox) and their column order.
+//! - [`receiver`]: one delivery in, one `BEGIN IMMEDIATE` transaction, one answer out.
+//! - [`relay`]: claim an obligation under a fenced lease, call the provider, record the outcome.
+//! - [`purge`]: delete old receipts, never business state.
+//! - [`provider`]: the downstream provider's contract (requests, replies, payload format).
+//! - [`planted`]: the deliberately broken variants used to prove the simulator finds bugs.
+//! - [`realtime`]: an `Env` over a real SQLite file and the wall clock.
+
+pub mod env;
+pub mod planted;
+pub mod provider;
+pub mod purge;
+pub mod realtime;
+pub mod receiver;
+pub mod relay;
+pub mod schema;
