@@ -94,6 +94,7 @@ impl SimConfig {
         };
         let context = FaultContext {
             fault_phase_ms,
+            emit_window_ms: config.emit_window_ms,
             key_lifetime_ms: config.relay.key_lifetime_ms,
         };
         for kind in faults::registry() {
@@ -111,7 +112,6 @@ impl SimConfig {
             ("tenants", i64::from(self.tenants)),
             ("orders_per_tenant", i64::from(self.orders_per_tenant)),
             ("receivers", i64::from(self.receivers)),
-            ("relay_workers", i64::from(self.relay_workers)),
             ("sender_timeout_ms", self.sender_timeout_ms),
             ("emit_window_ms", self.emit_window_ms),
             ("network_latency_ms_max", self.network_latency_ms_max),

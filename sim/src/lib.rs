@@ -8,6 +8,7 @@
 //!
 //! Map of the modules:
 //! - [`run`]: one run of one seed: the executor, the fault phase, heal, the liveness phase.
+//! - [`scenario`]: scripted, deterministic tests that say exactly what happens when.
 //! - [`world`]: the simulated world's state: processes, tasks, clock, queues, the current step.
 //! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
 //! - [`db`]: the shared SQLite database, per-process connections, committed-change capture.
@@ -33,6 +34,7 @@ pub mod invariants;
 pub mod provider;
 pub mod rng;
 pub mod run;
+pub mod scenario;
 pub mod seed_file;
 pub mod sender;
 pub mod sim_env;

@@ -38,6 +38,7 @@ pub struct ProviderModel {
     effects: Vec<Effect>,
     effects_by_operation: BTreeMap<String, Vec<usize>>,
     effect_by_key: BTreeMap<String, usize>,
+    requests: Vec<ProviderRequest>,
 }
 
 /// What one request did at the provider.
@@ -59,6 +60,7 @@ impl ProviderModel {
         now_ms: i64,
         forget_at: impl FnOnce() -> Option<i64>,
     ) -> Handled {
+        self.requests.push(request.clone());
         match request {
             ProviderRequest::Lookup { idempotency_key } => {
                 let reply = match self.effect_by_key.get(idempotency_key) {
@@ -156,6 +158,11 @@ impl ProviderModel {
             new_effect: Some(index),
             key_was_forgotten,
         }
+    }
+
+    /// Every request that reached the provider, in order.
+    pub fn requests(&self) -> &[ProviderRequest] {
+        &self.requests
     }
 
     /// Every effect, in the order performed.

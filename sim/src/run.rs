@@ -87,32 +87,43 @@ pub fn run_seed(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Re
     };
     config.validate()?;
     let workload = Workload::draw(seed, &config);
-    let mut simulation = Simulation::new(Arc::clone(system), seed, config, workload, options.keep_trace)?;
+    let mut simulation = Simulation::new(
+        Arc::clone(system),
+        seed,
+        config,
+        workload,
+        options.keep_trace,
+        false,
+    )?;
     simulation.run()
 }
 
-enum StepOutcome {
+pub(crate) enum StepOutcome {
     Continue,
     /// Nothing is ready and no timer is set.
     Idle,
     Failed(Failure),
 }
 
-struct Simulation {
-    world: Rc<RefCell<World>>,
+/// The executor of one run. Scenarios (`scenario`) drive it step by step.
+pub(crate) struct Simulation {
+    pub(crate) world: Rc<RefCell<World>>,
     futures: BTreeMap<TaskId, LocalBoxFuture<'static, ()>>,
     system: Arc<dyn System>,
     invariants: Vec<Box<dyn Invariant>>,
     seed: u64,
+    /// A scripted run: the sender stays silent and the test makes every delivery.
+    scripted: bool,
 }
 
 impl Simulation {
-    fn new(
+    pub(crate) fn new(
         system: Arc<dyn System>,
         seed: u64,
         config: SimConfig,
         workload: Workload,
         keep_trace: bool,
+        scripted: bool,
     ) -> Result<Simulation, String> {
         let observed_tables = system.observed_tables().to_vec();
         let mut db = Database::create(config.backend, &observed_tables)
@@ -150,6 +161,7 @@ impl Simulation {
             processes,
             fault_models,
             keep_trace,
+            scripted,
         );
         let diffs = world
             .view
@@ -171,6 +183,7 @@ impl Simulation {
             system,
             invariants: invariants::registry(),
             seed,
+            scripted,
         })
     }
 
@@ -190,7 +203,7 @@ impl Simulation {
     }
 
     /// Starts the relay workers, schedules every event's creation and the fault models' timers.
-    fn start(&mut self) -> Result<(), String> {
+    pub(crate) fn start(&mut self) -> Result<(), String> {
         let relays: Vec<usize> = {
             let world = self.world.borrow();
             (0..world.processes.len())
@@ -201,8 +214,10 @@ impl Simulation {
             self.spawn_relay_worker(process)?;
         }
         let mut world = self.world.borrow_mut();
-        for (index, event) in world.workload.events.clone().iter().enumerate() {
-            world.schedule_event(event.emit_at_ms, WorldEvent::Emit { event: index });
+        if !self.scripted {
+            for (index, event) in world.workload.events.clone().iter().enumerate() {
+                world.schedule_event(event.emit_at_ms, WorldEvent::Emit { event: index });
+            }
         }
         for index in 0..world.faults.len() {
             let actions = world.faults[index].start(0);
@@ -236,7 +251,7 @@ impl Simulation {
     }
 
     /// Stops every fault model and restarts every crashed process at once.
-    fn heal(&mut self) {
+    pub(crate) fn heal(&mut self) {
         let mut world = self.world.borrow_mut();
         world.healed = true;
         for fault in world.faults.iter_mut() {
@@ -282,7 +297,7 @@ impl Simulation {
         }
     }
 
-    fn check_liveness(&self) -> Option<Failure> {
+    pub(crate) fn check_liveness(&self) -> Option<Failure> {
         let world = self.world.borrow();
         let empty = StepRecord::default();
         let observation = observation(&world, &empty);
@@ -294,15 +309,20 @@ impl Simulation {
 
     // ----- One step -----
 
-    fn step(&mut self) -> Result<StepOutcome, String> {
-        let (item, actor) = {
+    pub(crate) fn step(&mut self) -> Result<StepOutcome, String> {
+        let Some(item) = self.world.borrow_mut().next_item() else {
+            return Ok(StepOutcome::Idle);
+        };
+        self.run_item(item)
+    }
+
+    /// Runs one step for `item`, which the caller has taken off the ready queue.
+    pub(crate) fn run_item(&mut self, item: Item) -> Result<StepOutcome, String> {
+        let actor = {
             let mut world = self.world.borrow_mut();
-            let Some(item) = world.next_item() else {
-                return Ok(StepOutcome::Idle);
-            };
             world.step += 1;
             world.line.clear();
-            let actor = match item {
+            match item {
                 Item::Task(task) => world.tasks[&task].process_id.clone(),
                 Item::Event(event) => match &world.events[&event] {
                     WorldEvent::SendAnswer { process, .. } | WorldEvent::Restart { process } => {
@@ -311,8 +331,7 @@ impl Simulation {
                     WorldEvent::FaultTimer { fault } => format!("fault:{}", world.faults[*fault].name()),
                     _ => "sender".to_owned(),
                 },
-            };
-            (item, actor)
+            }
         };
         if !self.crash_at(item)? {
             match item {
@@ -320,6 +339,18 @@ impl Simulation {
                 Item::Event(event) => self.handle_event(event)?,
             }
         }
+        self.finish_step(&actor)
+    }
+
+    /// Crashes `process` now, as a step of its own (scenarios use this).
+    pub(crate) fn crash_now(&mut self, process: usize, restart_after_ms: i64) -> Result<StepOutcome, String> {
+        let actor = {
+            let mut world = self.world.borrow_mut();
+            world.step += 1;
+            world.line.clear();
+            world.processes[process].id.clone()
+        };
+        self.crash(process, restart_after_ms);
         self.finish_step(&actor)
     }
 
@@ -352,7 +383,7 @@ impl Simulation {
         Ok(true)
     }
 
-    fn crash(&mut self, process: usize, restart_after_ms: i64) {
+    pub(crate) fn crash(&mut self, process: usize, restart_after_ms: i64) {
         let tasks = {
             let mut world = self.world.borrow_mut();
             let process_id = world.processes[process].id.clone();
@@ -389,16 +420,17 @@ impl Simulation {
     }
 
     /// Registers a task and runs it to its first scheduling point, within the current step.
-    fn spawn(
+    pub(crate) fn spawn(
         &mut self,
         process: usize,
         kind: TaskKind,
         make: impl FnOnce(Rc<dyn Env>, TaskId) -> LocalBoxFuture<'static, ()>,
-    ) -> Result<(), String> {
+    ) -> Result<TaskId, String> {
         let (task, process_id) = self.world.borrow_mut().add_task(process, kind);
         let env: Rc<dyn Env> = Rc::new(SimEnv::new(Rc::clone(&self.world), task, process_id));
         self.futures.insert(task, make(env, task));
-        self.poll_task(task)
+        self.poll_task(task)?;
+        Ok(task)
     }
 
     fn spawn_relay_worker(&mut self, process: usize) -> Result<(), String> {
@@ -406,10 +438,16 @@ impl Simulation {
         let system = Arc::clone(&self.system);
         self.spawn(process, TaskKind::RelayWorker, move |env, _| {
             system.run_relay_worker(env, settings)
-        })
+        })?;
+        Ok(())
     }
 
-    fn spawn_handler(&mut self, process: usize, delivery: DeliveryRef) -> Result<(), String> {
+    /// The system under test.
+    pub(crate) fn system(&self) -> &Arc<dyn System> {
+        &self.system
+    }
+
+    pub(crate) fn spawn_handler(&mut self, process: usize, delivery: DeliveryRef) -> Result<TaskId, String> {
         let (webhook, account, event_id) = {
             let world = self.world.borrow();
             let event = &world.workload.events[delivery.event];
@@ -594,7 +632,8 @@ impl Simulation {
                 let system = Arc::clone(&self.system);
                 self.spawn(process, TaskKind::Purge, move |env, _| {
                     system.purge_receipts(env, older_than_ms)
-                })
+                })?;
+                Ok(())
             }
             FaultAction::Crash { .. } => Ok(()),
         }
@@ -648,9 +687,16 @@ impl Simulation {
     }
 
     /// Applies the step's commits to the view, checks the safety invariants and writes the trace.
-    fn finish_step(&mut self, actor: &str) -> Result<StepOutcome, String> {
+    pub(crate) fn finish_step(&mut self, actor: &str) -> Result<StepOutcome, String> {
         let mut world = self.world.borrow_mut();
         let world = &mut *world;
+        if let Some(hazard) = world.determinism_hazard.take() {
+            return Err(format!(
+                "system {} at step {}: {hazard}",
+                self.system.name(),
+                world.step
+            ));
+        }
         let commits = std::mem::take(&mut world.step_commits);
         for (process_id, changes) in commits {
             let diffs = world.view.apply(&*self.system, &world.observed_tables, changes)?;
@@ -693,7 +739,7 @@ impl Simulation {
         })
     }
 
-    fn outcome(&self, failure: Option<Failure>) -> RunOutcome {
+    pub(crate) fn outcome(&self, failure: Option<Failure>) -> RunOutcome {
         let mut world = self.world.borrow_mut();
         let digest = world.trace.digest();
         let trace = std::mem::replace(&mut world.trace, crate::trace::Trace::new(false)).into_lines();

@@ -128,6 +128,12 @@ impl Sender {
         &self.events[index]
     }
 
+    /// Every event the sender knows, in workload order (none in a scripted scenario, where the
+    /// test makes the deliveries).
+    pub fn events(&self) -> &[SenderEvent] {
+        &self.events
+    }
+
     /// Number of events not yet acknowledged or given up.
     pub fn unsettled(&self) -> usize {
         self.unsettled

@@ -35,6 +35,22 @@ impl SimEnv {
         }
     }
 
+    /// In a scripted run, remembers the statement the task will run next.
+    fn announce(&self, sql: &str) {
+        let mut world = self.world.borrow_mut();
+        if let Some(scripted) = &mut world.scripted {
+            scripted.pending_sql.insert(self.task, sql.to_owned());
+        }
+    }
+
+    /// The announced statement is about to run: forget it.
+    fn unannounce(&self) {
+        let mut world = self.world.borrow_mut();
+        if let Some(scripted) = &mut world.scripted {
+            scripted.pending_sql.remove(&self.task);
+        }
+    }
+
     /// Parks the task until the scheduler picks it at or after `park`.
     fn scheduling_point(&self, park: Park) -> SchedulingPoint<'_> {
         SchedulingPoint {
@@ -85,7 +101,9 @@ impl Env for SimEnv {
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
         Box::pin(async move {
+            self.announce(sql);
             self.scheduling_point(Park::Now).await;
+            self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, false)? {
                 StatementOutput::Changed(count) => Ok(count),
                 StatementOutput::Rows(rows) => Ok(rows.len()),
@@ -99,7 +117,9 @@ impl Env for SimEnv {
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
         Box::pin(async move {
+            self.announce(sql);
             self.scheduling_point(Park::Now).await;
+            self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, true)? {
                 StatementOutput::Rows(rows) => Ok(rows),
                 StatementOutput::Changed(_) => Ok(Vec::new()),

@@ -46,22 +46,28 @@ impl Trace {
         full[..16].iter().map(|byte| format!("{byte:02x}")).collect()
     }
 
+    /// The lines kept so far (empty unless lines are kept).
+    pub fn lines(&self) -> &[String] {
+        self.lines.as_deref().unwrap_or(&[])
+    }
+
     /// The kept lines, if any were kept.
     pub fn into_lines(self) -> Option<Vec<String>> {
         self.lines
     }
 }
 
-/// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day).
+/// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day; times before
+/// the start, such as a purge cutoff, get a minus sign).
 pub fn format_time_ms(time_ms: i64) -> String {
-    let millis = time_ms.rem_euclid(1_000);
-    let seconds = time_ms.div_euclid(1_000);
+    let sign = if time_ms < 0 { "-" } else { "" };
+    let magnitude = time_ms.unsigned_abs();
+    let (seconds, millis) = (magnitude / 1_000, magnitude % 1_000);
     format!(
-        "{}:{:02}:{:02}.{:03}",
+        "{sign}{}:{:02}:{:02}.{millis:03}",
         seconds / 3_600,
         (seconds / 60) % 60,
-        seconds % 60,
-        millis
+        seconds % 60
     )
 }
 
@@ -110,6 +116,7 @@ mod tests {
     fn times_and_durations_read_naturally() {
         assert_eq!(format_time_ms(0), "0:00:00.000");
         assert_eq!(format_time_ms(27 * 3_600_000 + 61_042), "27:01:01.042");
+        assert_eq!(format_time_ms(-30_000), "-0:00:30.000");
         assert_eq!(format_duration_ms(300_000), "5m");
         assert_eq!(format_duration_ms(1_500), "1.500s");
         assert_eq!(format_duration_ms(250), "250ms");

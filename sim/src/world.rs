@@ -164,6 +164,22 @@ pub struct World {
     pub trace: Trace,
     /// Handler tasks alive plus answers still travelling; zero when no delivery is in flight.
     pub deliveries_in_flight: usize,
+    /// What a scripted run (a scenario) records and injects; `None` in seeded runs.
+    pub scripted: Option<Scripted>,
+    /// Set when the system did something that makes the run depend on more than its seed; the
+    /// run stops with this message.
+    pub determinism_hazard: Option<String>,
+}
+
+/// Controls and records of a scripted run.
+#[derive(Debug, Default)]
+pub struct Scripted {
+    /// The statement each parked task will run next, so a test can stop right before it.
+    pub pending_sql: BTreeMap<TaskId, String>,
+    /// Every handler's answer, by task.
+    pub answers: BTreeMap<TaskId, Answer>,
+    /// How many of the next provider replies to lose.
+    pub provider_replies_to_drop: u32,
 }
 
 /// At most this many fault decisions are kept for the seed file.
@@ -180,8 +196,11 @@ impl World {
         processes: Vec<Process>,
         faults: Vec<Box<dyn FaultModel>>,
         keep_trace: bool,
+        scripted: bool,
     ) -> World {
-        let sender = Sender::new(config.sender_preset, &workload.events);
+        // In a scripted run the test makes every delivery; the sender has nothing to send.
+        let sender_events = if scripted { &[][..] } else { &workload.events[..] };
+        let sender = Sender::new(config.sender_preset, sender_events);
         World {
             now_ms: 0,
             step: 0,
@@ -213,6 +232,8 @@ impl World {
             line: String::new(),
             trace: Trace::new(keep_trace),
             deliveries_in_flight: 0,
+            scripted: scripted.then(Scripted::default),
+            determinism_hazard: None,
         }
     }
 
@@ -271,6 +292,18 @@ impl World {
     }
 
     /// Takes a due event out of the world.
+    /// Takes `item` off the ready queue, if it is there (scenarios pick items themselves).
+    pub fn take_ready(&mut self, item: Item) -> bool {
+        self.release_due_timers();
+        match self.ready.iter().position(|candidate| *candidate == item) {
+            Some(index) => {
+                self.ready.remove(index);
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn take_event(&mut self, id: EventId) -> WorldEvent {
         let event = self
             .events
@@ -406,6 +439,16 @@ impl World {
         let connection = self.task_connection(task)?;
         let (result, committed) = self.db.run(connection, sql, params, wants_rows);
         describe_statement(&mut self.line, sql, params, &result);
+        if let Ok(StatementOutput::Rows(rows)) = &result
+            && rows.len() > 1
+            && !sql.to_ascii_uppercase().contains("ORDER BY")
+        {
+            // Without ORDER BY the row order is whatever the query plan gives, which a SQLite
+            // upgrade or a new index can change, and with it every decision taken from the rows.
+            self.determinism_hazard.get_or_insert_with(|| {
+                format!("a query returned {} rows without ORDER BY: {sql}", rows.len())
+            });
+        }
         if !committed.is_empty() {
             let process_id = self.tasks[&task].process_id.clone();
             let _ = write!(self.line, " [commit {} rows]", committed.len());
@@ -450,6 +493,12 @@ impl World {
         let mut lost = false;
         for fault in self.faults.iter_mut() {
             lost |= fault.drops_provider_reply(now_ms);
+        }
+        if let Some(scripted) = &mut self.scripted
+            && scripted.provider_replies_to_drop > 0
+        {
+            scripted.provider_replies_to_drop -= 1;
+            lost = true;
         }
         let latency_ms = self.provider_rng.between(1, self.config.provider_latency_ms_max);
         let verb = match &call.request {
@@ -514,6 +563,9 @@ impl World {
             answer: answer.clone(),
         });
         self.note(&format!("answer {answer}"));
+        if let Some(scripted) = &mut self.scripted {
+            scripted.answers.insert(task, answer.clone());
+        }
         let incarnation = self.processes[process].incarnation;
         self.schedule_event(
             self.now_ms,
@@ -693,7 +745,7 @@ fn describe_statement(
 
 /// Whether `sql` is a statement whose change count means something.
 fn changes_rows(sql: &str) -> bool {
-    let keyword = sql.trim_start().split_whitespace().next().unwrap_or("");
+    let keyword = sql.split_whitespace().next().unwrap_or("");
     ["INSERT", "UPDATE", "DELETE", "REPLACE", "WITH"]
         .iter()
         .any(|candidate| keyword.eq_ignore_ascii_case(candidate))

@@ -6,6 +6,8 @@
 //! relay worker, which sees a timeout and cannot tell whether the effect exists. Provider replies
 //! are also lost wholesale during outage windows (a broken load balancer in front of a provider
 //! that keeps working), which is what keeps an obligation owed for longer than a key lifetime.
+//! Outages start while events are still arriving (within twice the emission window), because an
+//! outage after the last obligation was settled can reveal nothing.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,7 +45,7 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     let outage_count = rng.below(3);
     let provider_outages_ms = (0..outage_count)
         .map(|_| {
-            let start_ms = rng.between(0, context.fault_phase_ms);
+            let start_ms = rng.between(0, (2 * context.emit_window_ms).min(context.fault_phase_ms));
             let duration_ms = *rng.pick(&[60_000, 600_000, 3_600_000, 3 * 3_600_000]);
             (start_ms, duration_ms)
         })

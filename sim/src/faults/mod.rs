@@ -89,6 +89,8 @@ pub trait FaultModel {
 #[derive(Debug, Clone, Copy)]
 pub struct FaultContext {
     pub fault_phase_ms: i64,
+    /// Events are created within this window, so most work happens in it.
+    pub emit_window_ms: i64,
     pub key_lifetime_ms: i64,
 }
 

@@ -22,8 +22,12 @@ impl Invariant for EveryEventProcessed {
     }
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
-        for (index, event) in observation.workload.events.iter().enumerate() {
-            let delivery = observation.sender.event(index);
+        for (event, delivery) in observation
+            .workload
+            .events
+            .iter()
+            .zip(observation.sender.events())
+        {
             let last_failure = delivery.last_failure.as_deref().unwrap_or("none");
             match delivery.state {
                 EventState::Acknowledged => {}

@@ -1,0 +1,312 @@
+//! A team's own webhook receiver and outbox relay, with a schema of its own, plugged into the
+//! simulator through the public `System` interface.
+//!
+//! It follows the same rules as the reference (one transaction for inbox row, order transition
+//! and job; a fenced claim; the call outside any transaction; a lookup before retrying past the
+//! provider's key lifetime) but is written independently, in a different style and against
+//! different tables, which is the situation of any team bringing its own code. `decode_row` is the
+//! only simulator-specific part: it maps this schema's rows to the rows the invariants check.
+//! With `receipt_in_own_transaction` set, the inbox row commits before the work, the classic bug,
+//! so the simulator must catch it through this system's own decoder.
+
+use std::rc::Rc;
+
+use commitgap::env::{DbError, Env, LocalBoxFuture, Value, int, text};
+use commitgap::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
+use commitgap::receiver::{Answer, SuccessKind, WebhookDelivery, WebhookEvent};
+use commitgap::relay::RelaySettings;
+use commitgap_sim::system::{
+    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, ReceiptRow, System,
+};
+
+const SCHEMA: &str = "
+CREATE TABLE account_shops (sender_account TEXT PRIMARY KEY, shop TEXT NOT NULL);
+CREATE TABLE inbox (
+    sender_account TEXT NOT NULL, message_id TEXT NOT NULL, seen_ms INTEGER NOT NULL,
+    PRIMARY KEY (sender_account, message_id));
+CREATE TABLE shop_orders (
+    shop TEXT NOT NULL, number TEXT NOT NULL, state TEXT NOT NULL, total_cents INTEGER NOT NULL,
+    PRIMARY KEY (shop, number));
+CREATE TABLE jobs (
+    job_key TEXT PRIMARY KEY, body TEXT NOT NULL, state TEXT NOT NULL,
+    fence INTEGER NOT NULL DEFAULT 0, holder TEXT, held_until INTEGER,
+    due_at INTEGER NOT NULL, first_try_at INTEGER, error TEXT, shipment TEXT);
+";
+
+/// The team's system. See the module documentation.
+pub struct ShopSystem {
+    pub receipt_in_own_transaction: bool,
+}
+
+impl System for ShopSystem {
+    fn name(&self) -> &str {
+        if self.receipt_in_own_transaction {
+            "shop-inbox-first"
+        } else {
+            "shop"
+        }
+    }
+
+    fn description(&self) -> &str {
+        "a separately written receiver and relay with their own schema"
+    }
+
+    fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        connection.execute_batch(SCHEMA)?;
+        for (account, tenant) in &fixtures.accounts {
+            connection.execute("INSERT INTO account_shops VALUES (?1, ?2)", (account, tenant))?;
+        }
+        for order in &fixtures.orders {
+            connection.execute(
+                "INSERT INTO shop_orders VALUES (?1, ?2, 'open', ?3)",
+                (&order.tenant, &order.order, order.amount_cents),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn handle_delivery(
+        &self,
+        env: Rc<dyn Env>,
+        delivery: WebhookDelivery,
+    ) -> LocalBoxFuture<'static, Answer> {
+        let inbox_first = self.receipt_in_own_transaction;
+        Box::pin(async move {
+            let event = match WebhookEvent::parse(&delivery.body) {
+                Ok(event) => event,
+                Err(reason) => return Answer::Rejected(reason),
+            };
+            match accept(&*env, &event, inbox_first).await {
+                Ok(answer) => answer,
+                Err(error) => {
+                    let _ = env.execute("ROLLBACK", &[]).await;
+                    Answer::RetryLater(error.to_string())
+                }
+            }
+        })
+    }
+
+    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move {
+            loop {
+                match ship_next(&*env, &settings).await {
+                    Ok(true) => {}
+                    Ok(false) => env.sleep_ms(30_000).await,
+                    Err(_) => env.sleep_ms(1_000).await,
+                }
+            }
+        })
+    }
+
+    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move {
+            let _ = env
+                .execute("DELETE FROM inbox WHERE seen_ms < ?1", &[int(older_than_ms)])
+                .await;
+        })
+    }
+
+    fn observed_tables(&self) -> &[&'static str] {
+        &["inbox", "shop_orders", "jobs"]
+    }
+
+    fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
+        let text_at = |index: usize| match values.get(index) {
+            Some(Value::Text(value)) => Ok(value.clone()),
+            other => Err(format!("{table} column {index}: expected text, found {other:?}")),
+        };
+        match table {
+            "inbox" => Ok(ObservedRow::Receipt(ReceiptRow {
+                account: text_at(0)?,
+                event_id: text_at(1)?,
+            })),
+            "shop_orders" => Ok(ObservedRow::Order(OrderRow {
+                tenant: text_at(0)?,
+                order: text_at(1)?,
+                status: if text_at(2)? == "paid" {
+                    OrderStatus::Paid
+                } else {
+                    OrderStatus::AwaitingPayment
+                },
+            })),
+            "jobs" => {
+                let status = match text_at(2)?.as_str() {
+                    "queued" => ObligationStatus::Owed,
+                    "sent" => ObligationStatus::Done,
+                    _ => ObligationStatus::Dead,
+                };
+                let fence = match values.get(3) {
+                    Some(Value::Integer(fence)) => *fence,
+                    other => return Err(format!("jobs.fence: expected an integer, found {other:?}")),
+                };
+                Ok(ObservedRow::Obligation(ObligationRow {
+                    operation_key: text_at(0)?,
+                    payload: text_at(1)?,
+                    status,
+                    lease_token: fence,
+                    dead_reason: if status == ObligationStatus::Dead {
+                        text_at(8).ok()
+                    } else {
+                        None
+                    },
+                }))
+            }
+            other => Err(format!("unexpected table {other}")),
+        }
+    }
+}
+
+/// The receiver: inbox row, order transition and job in one transaction (unless the flaw is on).
+async fn accept(env: &dyn Env, event: &WebhookEvent, inbox_first: bool) -> Result<Answer, DbError> {
+    let now = env.now_ms();
+    let inbox_row = [text(&event.account), text(&event.id), int(now)];
+    if inbox_first
+        && env
+            .execute("INSERT OR IGNORE INTO inbox VALUES (?1, ?2, ?3)", &inbox_row)
+            .await?
+            == 0
+    {
+        return Ok(Answer::Success(SuccessKind::Duplicate));
+    }
+    env.execute("BEGIN IMMEDIATE", &[]).await?;
+    if !inbox_first
+        && env
+            .execute("INSERT OR IGNORE INTO inbox VALUES (?1, ?2, ?3)", &inbox_row)
+            .await?
+            == 0
+    {
+        env.execute("COMMIT", &[]).await?;
+        return Ok(Answer::Success(SuccessKind::Duplicate));
+    }
+    let shops = env
+        .query(
+            "SELECT shop FROM account_shops WHERE sender_account = ?1",
+            &[text(&event.account)],
+        )
+        .await?;
+    let Some(shop) = shops
+        .first()
+        .map(|row| row.text(0).map(str::to_owned))
+        .transpose()?
+    else {
+        env.execute("ROLLBACK", &[]).await?;
+        return Ok(Answer::Rejected(format!("unknown account {}", event.account)));
+    };
+    let paid = env
+        .query(
+            "UPDATE shop_orders SET state = 'paid' WHERE shop = ?1 AND number = ?2 AND state = 'open' \
+             RETURNING total_cents",
+            &[text(&shop), text(&event.order)],
+        )
+        .await?;
+    let kind = match paid.first() {
+        Some(row) => {
+            let body = FulfillmentPayload {
+                tenant: shop,
+                order: event.order.clone(),
+                operation: "fulfill".into(),
+                version: 1,
+                amount_cents: row.int(0)?,
+            };
+            env.execute(
+                "INSERT OR IGNORE INTO jobs (job_key, body, state, due_at) VALUES (?1, ?2, 'queued', ?3)",
+                &[text(&body.operation_key()), text(&body.to_json()), int(now)],
+            )
+            .await?;
+            SuccessKind::Applied
+        }
+        None => SuccessKind::NoTransition,
+    };
+    env.execute("COMMIT", &[]).await?;
+    Ok(Answer::Success(kind))
+}
+
+/// The relay: one job per call. Returns whether there was a job to work on.
+async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbError> {
+    let now = env.now_ms();
+    let due = env
+        .query(
+            "SELECT job_key FROM jobs WHERE state = 'queued' AND due_at <= ?1 \
+             AND coalesce(held_until, 0) <= ?1 ORDER BY due_at, job_key LIMIT 1",
+            &[int(now)],
+        )
+        .await?;
+    let Some(key) = due
+        .first()
+        .map(|row| row.text(0).map(str::to_owned))
+        .transpose()?
+    else {
+        return Ok(false);
+    };
+    let claimed = env
+        .query(
+            "UPDATE jobs SET fence = fence + 1, holder = ?1, held_until = ?2, \
+             first_try_at = coalesce(first_try_at, ?3) \
+             WHERE job_key = ?4 AND state = 'queued' AND coalesce(held_until, 0) <= ?3 \
+             RETURNING fence, body, first_try_at",
+            &[
+                text(env.process_id()),
+                int(now + settings.lease_ms),
+                int(now),
+                text(&key),
+            ],
+        )
+        .await?;
+    let Some(claim) = claimed.first() else {
+        return Ok(true);
+    };
+    let (fence, body, first_try_at) = (claim.int(0)?, claim.text(1)?.to_owned(), claim.int(2)?);
+    let call = |request| ProviderCall {
+        request,
+        timeout_ms: settings.call_timeout_ms,
+    };
+    if env.now_ms() + settings.call_timeout_ms >= first_try_at + settings.key_lifetime_ms {
+        let lookup = call(ProviderRequest::Lookup {
+            idempotency_key: key.clone(),
+        });
+        match env.call_provider(&lookup).await {
+            Ok(ProviderReply::Found { effect_id }) => {
+                return finish(env, &key, fence, "sent", &effect_id).await;
+            }
+            Ok(ProviderReply::NotFound) => {}
+            _ => return postpone(env, &key, fence).await,
+        }
+    }
+    let send = call(ProviderRequest::Send {
+        idempotency_key: key.clone(),
+        payload: body,
+    });
+    match env.call_provider(&send).await {
+        Ok(ProviderReply::Accepted { effect_id, .. }) => finish(env, &key, fence, "sent", &effect_id).await,
+        Ok(ProviderReply::Rejected { status, reason }) => {
+            finish(env, &key, fence, "failed", &format!("{status} {reason}")).await
+        }
+        _ => postpone(env, &key, fence).await,
+    }
+}
+
+/// Records the outcome if this worker still holds the job.
+async fn finish(env: &dyn Env, key: &str, fence: i64, state: &str, detail: &str) -> Result<bool, DbError> {
+    let (shipment, error) = if state == "sent" {
+        (text(detail), Value::Null)
+    } else {
+        (Value::Null, text(detail))
+    };
+    env.execute(
+        "UPDATE jobs SET state = ?1, shipment = ?2, error = ?3, held_until = NULL \
+         WHERE job_key = ?4 AND fence = ?5 AND state = 'queued'",
+        &[text(state), shipment, error, text(key), int(fence)],
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Gives the job back for a retry in a minute.
+async fn postpone(env: &dyn Env, key: &str, fence: i64) -> Result<bool, DbError> {
+    env.execute(
+        "UPDATE jobs SET due_at = ?1, held_until = NULL WHERE job_key = ?2 AND fence = ?3 AND state = 'queued'",
+        &[int(env.now_ms() + 60_000), text(key), int(fence)],
+    )
+    .await?;
+    Ok(true)
+}

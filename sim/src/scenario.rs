@@ -1,0 +1,292 @@
+//! Scripted scenarios: deterministic tests that say exactly what happens when.
+//!
+//! A scenario runs a system on the same executor, database, provider and invariants as a seeded
+//! run, but the test makes every move: it delivers an event to a chosen receiver, runs a handler
+//! up to the statement it names, crashes a process there, drops a provider reply, purges
+//! receipts, and then lets everything else run to quiet. Where several tasks are ready at once,
+//! the scenario's seed picks the interleaving, so a scenario is as reproducible as a seed. No
+//! fault model runs unless the test injects it. Safety invariants are checked after every step
+//! and every violation is kept, so a test can assert that none happened.
+
+use std::sync::Arc;
+
+use commitgap::env::Row;
+use commitgap::provider::ProviderRequest;
+use commitgap::receiver::Answer;
+use commitgap::relay::RelaySettings;
+
+use crate::config::{EventSpec, SimConfig, Workload};
+use crate::db::Backend;
+use crate::faults::ProcessRole;
+use crate::provider::Effect;
+use crate::rng::Ratio;
+use crate::run::{Failure, Simulation, StepOutcome};
+use crate::sender::SenderPreset;
+use crate::system::{Fixtures, System};
+use crate::world::{DeliveryRef, Item, TaskId, TaskKind};
+
+/// The shape of a scenario's world.
+#[derive(Debug, Clone)]
+pub struct ScenarioSetup {
+    /// Picks the interleaving whenever several tasks are ready.
+    pub seed: u64,
+    pub receivers: u32,
+    /// Relay workers start with the scenario; zero leaves obligations owed.
+    pub relay_workers: u32,
+    pub relay: RelaySettings,
+    pub provider_latency_ms_max: i64,
+    pub backend: Backend,
+}
+
+impl Default for ScenarioSetup {
+    fn default() -> Self {
+        ScenarioSetup {
+            seed: 0,
+            receivers: 1,
+            relay_workers: 0,
+            relay: RelaySettings::default(),
+            provider_latency_ms_max: 100,
+            backend: Backend::Memdb,
+        }
+    }
+}
+
+/// A handler started by [`Scenario::deliver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Task(TaskId);
+
+/// A scripted run. See the module documentation.
+pub struct Scenario {
+    simulation: Simulation,
+    failures: Vec<Failure>,
+}
+
+/// Steps any one scenario call may take before it gives up.
+const STEPS_PER_CALL_MAX: u64 = 100_000;
+
+impl Scenario {
+    /// Sets up `system` with `fixtures`. `events` are the events the test may deliver; the
+    /// invariants use them as ground truth.
+    pub fn new(
+        system: Arc<dyn System>,
+        fixtures: Fixtures,
+        events: Vec<EventSpec>,
+        setup: ScenarioSetup,
+    ) -> Result<Scenario, String> {
+        let config = SimConfig {
+            backend: setup.backend,
+            tenants: fixtures.accounts.len().max(1) as u32,
+            orders_per_tenant: 1,
+            paid_orders: Ratio::new(1, 1),
+            receivers: setup.receivers,
+            relay_workers: setup.relay_workers,
+            sender_preset: SenderPreset::StripeLike,
+            sender_timeout_ms: 30_000,
+            emit_window_ms: 1,
+            network_latency_ms_max: 1,
+            provider_latency_ms_max: setup.provider_latency_ms_max,
+            relay: setup.relay,
+            fault_phase_ms: 1,
+            fault_phase_steps_max: 0,
+            liveness_ms_max: 0,
+            liveness_steps_max: 0,
+            faults: Default::default(),
+        };
+        config.validate()?;
+        let workload = Workload::new(fixtures, events);
+        let mut simulation = Simulation::new(system, setup.seed, config, workload, true, true)?;
+        simulation.start()?;
+        Ok(Scenario {
+            simulation,
+            failures: Vec::new(),
+        })
+    }
+
+    /// Starts one delivery of event `event_id` (of the scenario's events) at receiver
+    /// `receiver` (1 for `receiver-1`). The handler runs up to its first statement.
+    pub fn deliver(&mut self, receiver: u32, event_id: &str) -> Result<Task, String> {
+        let event = {
+            let world = self.simulation.world.borrow();
+            world
+                .workload
+                .events
+                .iter()
+                .position(|event| event.event_id == event_id)
+                .ok_or_else(|| format!("no scenario event {event_id:?}"))?
+        };
+        let process = self.process(&format!("receiver-{receiver}"))?;
+        let delivery = DeliveryRef {
+            event,
+            attempt: 0,
+            duplicate: true,
+        };
+        Ok(Task(self.simulation.spawn_handler(process, delivery)?))
+    }
+
+    /// Runs `task` alone until its next statement contains `sql_fragment`, and stops before it.
+    pub fn run_until_before(&mut self, task: Task, sql_fragment: &str) -> Result<(), String> {
+        for _ in 0..STEPS_PER_CALL_MAX {
+            {
+                let world = self.simulation.world.borrow();
+                let scripted = world.scripted.as_ref().expect("scenarios are scripted");
+                if scripted
+                    .pending_sql
+                    .get(&task.0)
+                    .is_some_and(|sql| sql.contains(sql_fragment))
+                {
+                    return Ok(());
+                }
+                if !world.tasks.contains_key(&task.0) {
+                    return Err(format!(
+                        "the task finished before a statement containing {sql_fragment:?}"
+                    ));
+                }
+            }
+            if !self.simulation.world.borrow_mut().take_ready(Item::Task(task.0)) {
+                return Err(format!("the task is waiting, not about to run {sql_fragment:?}"));
+            }
+            let outcome = self.simulation.run_item(Item::Task(task.0))?;
+            self.record(outcome);
+        }
+        Err(format!(
+            "no statement containing {sql_fragment:?} within {STEPS_PER_CALL_MAX} steps"
+        ))
+    }
+
+    /// Crashes the process named `name` (such as `receiver-1`) now; it restarts a millisecond
+    /// later.
+    pub fn crash(&mut self, name: &str) -> Result<(), String> {
+        let process = self.process(name)?;
+        let outcome = self.simulation.crash_now(process, 1)?;
+        self.record(outcome);
+        Ok(())
+    }
+
+    /// Runs every ready task and event, in the order the scenario's seed picks, until nothing is
+    /// owed or in flight.
+    pub fn run_until_quiet(&mut self) -> Result<(), String> {
+        for _ in 0..STEPS_PER_CALL_MAX {
+            if self.simulation.world.borrow().is_quiescent() {
+                return Ok(());
+            }
+            match self.simulation.step()? {
+                StepOutcome::Idle => return Ok(()),
+                outcome => self.record(outcome),
+            }
+        }
+        Err(format!(
+            "the world was not quiet after {STEPS_PER_CALL_MAX} steps"
+        ))
+    }
+
+    /// The answer `task` gave, once it finished.
+    pub fn answer(&self, task: Task) -> Option<Answer> {
+        let world = self.simulation.world.borrow();
+        world
+            .scripted
+            .as_ref()
+            .and_then(|scripted| scripted.answers.get(&task.0).cloned())
+    }
+
+    /// Loses the next `count` provider replies (the provider still acts).
+    pub fn drop_provider_replies(&mut self, count: u32) {
+        let mut world = self.simulation.world.borrow_mut();
+        world
+            .scripted
+            .as_mut()
+            .expect("scenarios are scripted")
+            .provider_replies_to_drop += count;
+    }
+
+    /// Runs the system's purge job to completion, deleting receipts received before
+    /// `older_than_ms`.
+    pub fn purge_receipts(&mut self, older_than_ms: i64) -> Result<(), String> {
+        let process = self.process("purge")?;
+        let system = Arc::clone(self.simulation.system());
+        let task = self.simulation.spawn(process, TaskKind::Purge, move |env, _| {
+            system.purge_receipts(env, older_than_ms)
+        })?;
+        for _ in 0..STEPS_PER_CALL_MAX {
+            if !self.simulation.world.borrow().tasks.contains_key(&task) {
+                return Ok(());
+            }
+            match self.simulation.step()? {
+                StepOutcome::Idle => break,
+                outcome => self.record(outcome),
+            }
+        }
+        Err("the purge job did not finish".to_owned())
+    }
+
+    /// Runs `sql` outside every process (between steps) and returns its rows.
+    pub fn read(&self, sql: &str) -> Result<Vec<Row>, String> {
+        self.simulation
+            .world
+            .borrow()
+            .db
+            .read(sql, &[])
+            .map_err(|error| error.to_string())
+    }
+
+    /// The integer in the first column of the first row of `sql`, such as a `count(*)`.
+    pub fn count(&self, sql: &str) -> Result<i64, String> {
+        let rows = self.read(sql)?;
+        rows.first()
+            .ok_or_else(|| format!("{sql} returned no row"))?
+            .int(0)
+            .map_err(|error| error.to_string())
+    }
+
+    /// Every request that reached the provider, in order.
+    pub fn provider_requests(&self) -> Vec<ProviderRequest> {
+        self.simulation.world.borrow().provider.requests().to_vec()
+    }
+
+    /// Every effect the provider performed, in order.
+    pub fn effects(&self) -> Vec<Effect> {
+        self.simulation.world.borrow().provider.effects().to_vec()
+    }
+
+    /// Every safety invariant that failed so far.
+    pub fn failures(&self) -> &[Failure] {
+        &self.failures
+    }
+
+    /// Checks the liveness invariants now.
+    pub fn check_liveness(&self) -> Option<Failure> {
+        self.simulation.check_liveness()
+    }
+
+    /// Virtual milliseconds since the scenario started.
+    pub fn now_ms(&self) -> i64 {
+        self.simulation.world.borrow().now_ms
+    }
+
+    /// The trace so far, one line per step.
+    pub fn trace(&self) -> Vec<String> {
+        self.simulation.world.borrow().trace.lines().to_vec()
+    }
+
+    fn process(&self, name: &str) -> Result<usize, String> {
+        let world = self.simulation.world.borrow();
+        world
+            .processes
+            .iter()
+            .position(|process| process.name == name)
+            .ok_or_else(|| format!("no process called {name:?}"))
+            .and_then(|index| {
+                let process = &world.processes[index];
+                if process.up || process.role == ProcessRole::Purger {
+                    Ok(index)
+                } else {
+                    Err(format!("{name} is down"))
+                }
+            })
+    }
+
+    fn record(&mut self, outcome: StepOutcome) {
+        if let StepOutcome::Failed(failure) = outcome {
+            self.failures.push(failure);
+        }
+    }
+}

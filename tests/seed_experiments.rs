@@ -1,0 +1,204 @@
+//! The five results of the experiment this project grew from, as deterministic scenarios on the
+//! reference system.
+//!
+//! The original experiment (a Node script against SQLite) showed five separate guarantees: a
+//! failure before the outbox insert rolls everything back; 16 concurrent deliveries of one event
+//! leave one receipt, one paid order and one obligation; a second event for a paid order adds no
+//! obligation; a lost provider acknowledgment is retried with the persisted key and payload and
+//! leaves one effect; and after receipts are deleted, the surviving order state keeps a replayed
+//! event from creating a second obligation. Each test below scripts the same situation through
+//! the simulator (real crashes instead of thrown errors, a real relay instead of a hand-written
+//! retry) and also checks that no safety invariant failed along the way.
+
+use std::sync::Arc;
+
+use commitgap::provider::ProviderRequest;
+use commitgap::receiver::{Answer, SuccessKind};
+use commitgap::relay::RelaySettings;
+use commitgap_sim::config::EventSpec;
+use commitgap_sim::scenario::{Scenario, ScenarioSetup};
+use commitgap_sim::system::{Fixtures, OrderFixture};
+use commitgap_sim::systems::ReferenceSystem;
+
+fn fixtures() -> Fixtures {
+    Fixtures {
+        accounts: vec![("account-a".to_owned(), "tenant-a".to_owned())],
+        orders: vec![OrderFixture {
+            tenant: "tenant-a".into(),
+            order: "order-1".into(),
+            amount_cents: 1250,
+        }],
+    }
+}
+
+fn payment(event_id: &str) -> EventSpec {
+    EventSpec {
+        account: "account-a".into(),
+        event_id: event_id.into(),
+        tenant: "tenant-a".into(),
+        order: "order-1".into(),
+        emit_at_ms: 0,
+    }
+}
+
+fn scenario(setup: ScenarioSetup) -> Scenario {
+    Scenario::new(
+        Arc::new(ReferenceSystem::reference()),
+        fixtures(),
+        vec![payment("evt-17"), payment("evt-18")],
+        setup,
+    )
+    .expect("the reference system sets up")
+}
+
+fn counts(scenario: &Scenario) -> (i64, i64, String) {
+    let receipts = scenario.count("SELECT count(*) FROM receipts").unwrap();
+    let obligations = scenario.count("SELECT count(*) FROM outbox").unwrap();
+    let status = scenario
+        .read("SELECT status FROM orders WHERE id = 'order-1'")
+        .unwrap()[0]
+        .text(0)
+        .unwrap()
+        .to_owned();
+    (receipts, obligations, status)
+}
+
+#[test]
+fn a_crash_before_the_outbox_insert_leaves_receipt_order_and_outbox_unchanged() {
+    let mut scenario = scenario(ScenarioSetup::default());
+    let delivery = scenario.deliver(1, "evt-17").unwrap();
+    scenario.run_until_before(delivery, "INSERT INTO outbox").unwrap();
+    // The receipt insert and the order update have run inside the open transaction.
+    scenario.crash("receiver-1").unwrap();
+    scenario.run_until_quiet().unwrap();
+
+    assert_eq!(
+        scenario.answer(delivery),
+        None,
+        "a crashed handler answers nothing"
+    );
+    assert_eq!(counts(&scenario), (0, 0, "awaiting_payment".to_owned()));
+    assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+    assert!(
+        scenario
+            .trace()
+            .iter()
+            .any(|line| line.contains("1 open transactions rolled back")),
+        "the crash interrupted the transaction"
+    );
+}
+
+#[test]
+fn sixteen_concurrent_deliveries_give_one_receipt_one_paid_order_one_obligation() {
+    let setup = ScenarioSetup {
+        receivers: 16,
+        seed: 7,
+        ..ScenarioSetup::default()
+    };
+    let mut scenario = scenario(setup);
+    let mut pending: Vec<u32> = (1..=16).collect();
+    let mut successes = 0;
+    let mut rounds = 0;
+    // Like a sender, deliver again wherever the answer was "retry later", until all 16 succeed.
+    while !pending.is_empty() {
+        rounds += 1;
+        assert!(rounds <= 50, "deliveries did not converge");
+        let deliveries: Vec<_> = pending
+            .iter()
+            .map(|&receiver| (receiver, scenario.deliver(receiver, "evt-17").unwrap()))
+            .collect();
+        scenario.run_until_quiet().unwrap();
+        pending.clear();
+        for (receiver, delivery) in deliveries {
+            match scenario.answer(delivery).expect("every handler answered") {
+                Answer::Success(_) => successes += 1,
+                Answer::RetryLater(_) => pending.push(receiver),
+                Answer::Rejected(reason) => panic!("rejected: {reason}"),
+            }
+        }
+    }
+    assert_eq!(successes, 16);
+    assert!(rounds > 1, "the 16 transactions contended for the write lock");
+    assert_eq!(counts(&scenario), (1, 1, "paid".to_owned()));
+    assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+}
+
+#[test]
+fn a_distinct_event_for_the_paid_order_creates_no_second_obligation() {
+    let mut scenario = scenario(ScenarioSetup::default());
+    let first = scenario.deliver(1, "evt-17").unwrap();
+    scenario.run_until_quiet().unwrap();
+    let second = scenario.deliver(1, "evt-18").unwrap();
+    scenario.run_until_quiet().unwrap();
+
+    assert_eq!(
+        scenario.answer(first),
+        Some(Answer::Success(SuccessKind::Applied))
+    );
+    assert_eq!(
+        scenario.answer(second),
+        Some(Answer::Success(SuccessKind::NoTransition))
+    );
+    assert_eq!(counts(&scenario), (2, 1, "paid".to_owned()));
+    assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+}
+
+#[test]
+fn a_lost_provider_acknowledgment_is_retried_with_the_persisted_key_and_payload() {
+    let setup = ScenarioSetup {
+        relay_workers: 1,
+        relay: RelaySettings::default(),
+        ..ScenarioSetup::default()
+    };
+    let mut scenario = scenario(setup);
+    scenario.drop_provider_replies(1);
+    scenario.deliver(1, "evt-17").unwrap();
+    scenario.run_until_quiet().unwrap();
+
+    let sends: Vec<(String, String)> = scenario
+        .provider_requests()
+        .into_iter()
+        .filter_map(|request| match request {
+            ProviderRequest::Send {
+                idempotency_key,
+                payload,
+            } => Some((idempotency_key, payload)),
+            ProviderRequest::Lookup { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        sends.len(),
+        2,
+        "one send whose reply was lost, one retry: {sends:?}"
+    );
+    assert_eq!(
+        sends[0], sends[1],
+        "the retry reuses the persisted key and payload"
+    );
+    assert_eq!(sends[0].0, "tenant-a/order-1/fulfill/v1");
+    let persisted = scenario.read("SELECT payload, status FROM outbox").unwrap();
+    assert_eq!(persisted[0].text(0).unwrap(), sends[0].1);
+    assert_eq!(persisted[0].text(1).unwrap(), "done");
+    assert_eq!(scenario.effects().len(), 1, "the provider deduplicated the retry");
+    assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+    assert_eq!(scenario.check_liveness(), None);
+}
+
+#[test]
+fn after_receipts_are_deleted_the_order_state_keeps_a_replay_from_owing_twice() {
+    let mut scenario = scenario(ScenarioSetup::default());
+    scenario.deliver(1, "evt-17").unwrap();
+    scenario.run_until_quiet().unwrap();
+    scenario.purge_receipts(scenario.now_ms() + 1).unwrap();
+    assert_eq!(counts(&scenario), (0, 1, "paid".to_owned()));
+
+    let replay = scenario.deliver(1, "evt-17").unwrap();
+    scenario.run_until_quiet().unwrap();
+    assert_eq!(
+        scenario.answer(replay),
+        Some(Answer::Success(SuccessKind::NoTransition)),
+        "the receipt is gone, so the event is processed again, but the order guard holds"
+    );
+    assert_eq!(counts(&scenario), (1, 1, "paid".to_owned()));
+    assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+}
