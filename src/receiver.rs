@@ -1,24 +1,40 @@
-//! The webhook receiver: turns one delivery of an upstream payment event into committed state.
+//! The webhook receiver: turns one delivery of an upstream event into committed state.
 //!
-//! In one `BEGIN IMMEDIATE` transaction it records the receipt `(account, event_id)`; if the
-//! receipt is new it moves the order `awaiting_payment -> paid`, and only if that transition
-//! happened it inserts the fulfillment obligation, keyed by the business operation
-//! (`<tenant>/<order>/fulfill/v1`) and never by the event. It answers success only after COMMIT
-//! returned, answers success for duplicates, answers "retry later" when the database is busy or
-//! anything fails before the commit, and rejects an event it can never apply (unknown account,
-//! unknown order, unreadable body) without changing anything.
+//! In one `BEGIN IMMEDIATE` transaction it looks up the account's tenant, records the receipt
+//! `(account, event_id)` with a digest of the body, and, if the receipt is new, applies the event
+//! to the order through a guarded transition:
+//! - `payment.succeeded`: `awaiting_payment -> paid`, and only if that transition happened, the
+//!   fulfillment obligation keyed by the business operation (`<tenant>/<order>/fulfill/v1`), never
+//!   by the event, with the amount the payment event carries as its immutable payload;
+//! - `charge.refunded`: `awaiting_payment | paid -> refunded` (a refund that arrives before its
+//!   payment leaves the order refunded, so the late payment finds nothing to fulfil);
+//! - `order.cancelled`: `awaiting_payment -> cancelled`;
+//! - `order.updated`: the amount, only if the update was created after the one that set it.
+//!
+//! It answers success only after COMMIT returned, answers success for duplicates, answers "retry
+//! later" when the database is busy or anything fails before the commit, and rejects what it can
+//! never apply (unknown account or order, unreadable or invalid body, an event id reused with a
+//! different body) without changing anything.
 //!
 //! The receiver must not call the provider (that is the relay's job, outside any transaction) and
-//! must not answer success for work that has not committed.
+//! must not answer success for work that has not committed. The planted bugs below are marked
+//! where they deviate; with `planted_bug == None` none of them runs.
 
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 
 use crate::env::{DbError, Env, Value, int, text};
 use crate::planted::PlantedBug;
-use crate::provider::FulfillmentPayload;
+use crate::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
 
-/// The only event type the reference system applies.
+/// A payment captured: the order is paid and a shipment is owed.
 pub const PAYMENT_SUCCEEDED: &str = "payment.succeeded";
+/// The payment was refunded in full: nothing is to ship.
+pub const CHARGE_REFUNDED: &str = "charge.refunded";
+/// The merchant cancelled an unpaid order.
+pub const ORDER_CANCELLED: &str = "order.cancelled";
+/// The merchant changed the order's amount.
+pub const ORDER_UPDATED: &str = "order.updated";
 
 /// One HTTP request from the sender.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,11 +56,30 @@ pub struct WebhookEvent {
     pub kind: String,
     pub account: String,
     pub order: String,
+    /// The amount paid (`payment.succeeded`) or the new amount (`order.updated`).
+    #[serde(default)]
+    pub amount_cents: Option<i64>,
+    /// When the sender created the event; orders updates by it.
+    pub created_ms: i64,
 }
 
 impl WebhookEvent {
+    /// Parses and validates a body: known type, non-empty ids, an amount where one is needed.
     pub fn parse(body: &str) -> Result<WebhookEvent, String> {
-        serde_json::from_str(body).map_err(|error| format!("malformed event body: {error}"))
+        let event: WebhookEvent =
+            serde_json::from_str(body).map_err(|error| format!("malformed event body: {error}"))?;
+        if event.id.is_empty() || event.account.is_empty() || event.order.is_empty() {
+            return Err("event id, account and order must not be empty".to_owned());
+        }
+        let needs_amount = event.kind == PAYMENT_SUCCEEDED || event.kind == ORDER_UPDATED;
+        match event.kind.as_str() {
+            PAYMENT_SUCCEEDED | CHARGE_REFUNDED | ORDER_CANCELLED | ORDER_UPDATED => {}
+            other => return Err(format!("unsupported event type {other:?}")),
+        }
+        if needs_amount && event.amount_cents.is_none_or(|amount| amount <= 0) {
+            return Err(format!("{} needs a positive amount_cents", event.kind));
+        }
+        Ok(event)
     }
 }
 
@@ -62,9 +97,9 @@ pub enum Answer {
 /// Which kind of success, for the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SuccessKind {
-    /// Receipt, transition and obligation committed together.
+    /// Receipt and the event's effect committed together.
     Applied,
-    /// Receipt committed; the order had already left `awaiting_payment`, so nothing more is owed.
+    /// Receipt committed; the order's state made the event a no-op.
     NoTransition,
     /// The receipt already existed: an earlier delivery committed this event.
     Duplicate,
@@ -101,36 +136,140 @@ enum Decision {
     Reject(String),
 }
 
+/// An obligation to insert after the main transaction (the planted
+/// `outbox-on-other-connection` bug only).
+type Deferred = Option<(String, String)>;
+
+/// A hex digest of the raw body, stored with the receipt to notice a reused event id.
+pub fn body_digest(body: &str) -> String {
+    Sha256::digest(body.as_bytes())[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// Handles one delivery. `planted_bug` is `None` in production.
 pub async fn receive(env: &dyn Env, delivery: &WebhookDelivery, planted_bug: Option<PlantedBug>) -> Answer {
     let event = match WebhookEvent::parse(&delivery.body) {
         Ok(event) => event,
         Err(reason) => return Answer::Rejected(reason),
     };
-    if event.kind != PAYMENT_SUCCEEDED {
-        return Answer::Rejected(format!("unsupported event type {:?}", event.kind));
-    }
-    if planted_bug == Some(PlantedBug::ReceiptFirst) {
-        return receive_receipt_first(env, &event).await;
+    let digest = body_digest(&delivery.body);
+    match planted_bug {
+        Some(PlantedBug::ReceiptFirst) => return receive_receipt_first(env, &event, &digest).await,
+        Some(PlantedBug::CheckThenInsert) => return receive_check_then_insert(env, &event, &digest).await,
+        Some(PlantedBug::ReceiptAfter) => return receive_receipt_after(env, &event, &digest).await,
+        _ => {}
     }
     if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
         return Answer::RetryLater(format!("could not begin: {error}"));
     }
-    let decision = apply_payment(env, &event, true).await;
+    let decision = match record_receipt(env, &event, &digest, delivery, planted_bug).await {
+        Ok(None) => apply_event(env, &event, planted_bug).await,
+        Ok(Some(decision)) => Ok((decision, None)),
+        Err(error) => Err(error),
+    };
+    if planted_bug == Some(PlantedBug::AckBeforeCommit)
+        && let Ok((Decision::Commit(kind), _)) = decision
+    {
+        // PLANTED BUG ack-before-commit: the answer goes out with the transaction still open;
+        // the web framework commits it after writing the response.
+        return Answer::Success(kind);
+    }
     finish(env, decision).await
 }
 
+/// Records the receipt inside the open transaction. `Ok(None)` means the event is new and must be
+/// applied; `Ok(Some(decision))` settles the delivery (a duplicate, or a conflicting reuse).
+async fn record_receipt(
+    env: &dyn Env,
+    event: &WebhookEvent,
+    digest: &str,
+    delivery: &WebhookDelivery,
+    planted_bug: Option<PlantedBug>,
+) -> Result<Option<Decision>, DbError> {
+    let now_ms = env.now_ms();
+    if planted_bug == Some(PlantedBug::NoReceiptDedup) {
+        // PLANTED BUG no-receipt-dedup: every delivery is recorded and processed.
+        env.execute(
+            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4)",
+            &[text(&event.account), text(&event.id), int(now_ms), text(digest)],
+        )
+        .await?;
+        return Ok(None);
+    }
+    if planted_bug == Some(PlantedBug::PerDeliveryDedupKey) {
+        // PLANTED BUG per-delivery-dedup-key: the attempt's timestamp makes every retry "new".
+        let delivery_id = format!("{}@{}", delivery.webhook_id, delivery.timestamp_s);
+        let inserted = env
+            .execute(
+                "INSERT INTO receipts (account, event_id, received_ms, body_digest, delivery_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (account, delivery_id) DO NOTHING",
+                &[
+                    text(&event.account),
+                    text(&event.id),
+                    int(now_ms),
+                    text(digest),
+                    text(&delivery_id),
+                ],
+            )
+            .await?;
+        return Ok((inserted == 0).then_some(Decision::Commit(SuccessKind::Duplicate)));
+    }
+    let inserted = env
+        .execute(
+            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (account, event_id) DO NOTHING",
+            &[text(&event.account), text(&event.id), int(now_ms), text(digest)],
+        )
+        .await?;
+    if inserted == 1 {
+        return Ok(None);
+    }
+    duplicate_or_conflict(env, event, digest).await.map(Some)
+}
+
+/// An existing receipt: a duplicate if the body is the same, a conflict if it is not.
+async fn duplicate_or_conflict(
+    env: &dyn Env,
+    event: &WebhookEvent,
+    digest: &str,
+) -> Result<Decision, DbError> {
+    let stored = env
+        .query(
+            "SELECT body_digest FROM receipts WHERE account = ?1 AND event_id = ?2",
+            &[text(&event.account), text(&event.id)],
+        )
+        .await?;
+    match stored.first() {
+        Some(row) if row.text(0)? != digest => Ok(Decision::Reject(format!(
+            "event {} was already received with a different body",
+            event.id
+        ))),
+        _ => Ok(Decision::Commit(SuccessKind::Duplicate)),
+    }
+}
+
 /// Commits or rolls back the open transaction according to `decision` and answers.
-async fn finish(env: &dyn Env, decision: Result<Decision, DbError>) -> Answer {
+async fn finish(env: &dyn Env, decision: Result<(Decision, Deferred), DbError>) -> Answer {
     match decision {
-        Ok(Decision::Commit(kind)) => match env.execute("COMMIT", &[]).await {
-            Ok(_) => Answer::Success(kind),
+        Ok((Decision::Commit(kind), deferred)) => match env.execute("COMMIT", &[]).await {
+            Ok(_) => match deferred {
+                None => Answer::Success(kind),
+                Some((key, payload)) => {
+                    // PLANTED BUG outbox-on-other-connection: the obligation commits on its own.
+                    match insert_obligation(env, &key, &payload, env.now_ms(), false).await {
+                        Ok(()) => Answer::Success(kind),
+                        Err(error) => Answer::RetryLater(error.to_string()),
+                    }
+                }
+            },
             Err(error) => {
                 rollback(env).await;
                 Answer::RetryLater(format!("commit failed: {error}"))
             }
         },
-        Ok(Decision::Reject(reason)) => {
+        Ok((Decision::Reject(reason), _)) => {
             rollback(env).await;
             Answer::Rejected(reason)
         }
@@ -141,14 +280,12 @@ async fn finish(env: &dyn Env, decision: Result<Decision, DbError>) -> Answer {
     }
 }
 
-/// The body of the transaction. With `record_receipt` false the receipt is assumed to be
-/// recorded already (only the planted `receipt-first` bug does that).
-async fn apply_payment(
+/// Applies a new event to its order inside the open transaction.
+async fn apply_event(
     env: &dyn Env,
     event: &WebhookEvent,
-    record_receipt: bool,
-) -> Result<Decision, DbError> {
-    let now_ms = env.now_ms();
+    planted_bug: Option<PlantedBug>,
+) -> Result<(Decision, Deferred), DbError> {
     let tenants = env
         .query(
             "SELECT tenant FROM accounts WHERE account = ?1",
@@ -156,70 +293,150 @@ async fn apply_payment(
         )
         .await?;
     let Some(tenant_row) = tenants.first() else {
-        return Ok(Decision::Reject(format!("unknown account {:?}", event.account)));
+        return Ok((
+            Decision::Reject(format!("unknown account {:?}", event.account)),
+            None,
+        ));
     };
     let tenant = tenant_row.text(0)?.to_owned();
-    if record_receipt {
-        let inserted = env
-            .execute(
-                "INSERT INTO receipts (account, event_id, received_ms) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (account, event_id) DO NOTHING",
-                &[text(&event.account), text(&event.id), int(now_ms)],
-            )
-            .await?;
-        if inserted == 0 {
-            return Ok(Decision::Commit(SuccessKind::Duplicate));
-        }
-    }
-    let transitioned = env
-        .query(
-            "UPDATE orders SET status = 'paid', updated_ms = ?1 \
-             WHERE tenant = ?2 AND id = ?3 AND status = 'awaiting_payment' \
-             RETURNING amount_cents",
-            &[int(now_ms), text(&tenant), text(&event.order)],
-        )
-        .await?;
-    let Some(order_row) = transitioned.first() else {
+    // The planted bugs that trust receipts (or their own keys) instead of the order's state drop
+    // the status guard.
+    let unguarded = matches!(
+        planted_bug,
+        Some(PlantedBug::NoReceiptDedup | PlantedBug::ReceiptOnlyGuard)
+    );
+    let now_ms = env.now_ms();
+    let order_key = [text(&tenant), text(&event.order)];
+    let (sql, extra): (&str, Vec<Value>) = match event.kind.as_str() {
+        PAYMENT_SUCCEEDED if unguarded => (
+            "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        // PLANTED BUG key-from-event: "ensure paid", then enqueue work keyed by the event.
+        PAYMENT_SUCCEEDED if planted_bug == Some(PlantedBug::KeyFromEvent) => (
+            "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+             AND status IN ('awaiting_payment', 'paid') RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        PAYMENT_SUCCEEDED => (
+            "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+             AND status = 'awaiting_payment' RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        CHARGE_REFUNDED if unguarded => (
+            "UPDATE orders SET status = 'refunded', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        CHARGE_REFUNDED => (
+            "UPDATE orders SET status = 'refunded', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+             AND status IN ('awaiting_payment', 'paid') RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        ORDER_CANCELLED if unguarded => (
+            "UPDATE orders SET status = 'cancelled', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        ORDER_CANCELLED => (
+            "UPDATE orders SET status = 'cancelled', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+             AND status = 'awaiting_payment' RETURNING 1",
+            vec![int(now_ms)],
+        ),
+        _ if unguarded => (
+            "UPDATE orders SET amount_cents = ?3, amount_version_ms = ?4, updated_ms = ?5 \
+             WHERE tenant = ?1 AND id = ?2 RETURNING 1",
+            vec![
+                int(event.amount_cents.unwrap_or(0)),
+                int(event.created_ms),
+                int(now_ms),
+            ],
+        ),
+        // An update applies only if it is newer than the one that set the amount, so arrival
+        // order does not decide the final amount.
+        _ => (
+            "UPDATE orders SET amount_cents = ?3, amount_version_ms = ?4, updated_ms = ?5 \
+             WHERE tenant = ?1 AND id = ?2 AND amount_version_ms < ?4 RETURNING 1",
+            vec![
+                int(event.amount_cents.unwrap_or(0)),
+                int(event.created_ms),
+                int(now_ms),
+            ],
+        ),
+    };
+    let params: Vec<Value> = order_key.iter().cloned().chain(extra).collect();
+    let changed = env.query(sql, &params).await?;
+    if changed.is_empty() {
         let existing = env
-            .query(
-                "SELECT status FROM orders WHERE tenant = ?1 AND id = ?2",
-                &[text(&tenant), text(&event.order)],
-            )
+            .query("SELECT 1 FROM orders WHERE tenant = ?1 AND id = ?2", &order_key)
             .await?;
         if existing.is_empty() {
-            return Ok(Decision::Reject(format!(
-                "unknown order {:?} for tenant {tenant:?}",
-                event.order
-            )));
+            return Ok((
+                Decision::Reject(format!("unknown order {:?} for tenant {tenant:?}", event.order)),
+                None,
+            ));
         }
-        return Ok(Decision::Commit(SuccessKind::NoTransition));
-    };
+        return Ok((Decision::Commit(SuccessKind::NoTransition), None));
+    }
+    if event.kind != PAYMENT_SUCCEEDED {
+        return Ok((Decision::Commit(SuccessKind::Applied), None));
+    }
     let payload = FulfillmentPayload {
         tenant,
         order: event.order.clone(),
         operation: "fulfill".to_owned(),
         version: 1,
-        amount_cents: order_row.int(0)?,
+        amount_cents: event.amount_cents.unwrap_or(0),
     };
-    insert_obligation(env, &payload, now_ms).await?;
-    Ok(Decision::Commit(SuccessKind::Applied))
+    let key = if planted_bug == Some(PlantedBug::KeyFromEvent) {
+        format!("{}/{}/fulfill", event.account, event.id)
+    } else {
+        payload.operation_key()
+    };
+    match planted_bug {
+        Some(PlantedBug::CallInsideTransaction) => {
+            // PLANTED BUG call-inside-transaction: no outbox; the provider is called with the
+            // write transaction open.
+            let call = ProviderCall {
+                request: ProviderRequest::Send {
+                    idempotency_key: key,
+                    payload: payload.to_json(),
+                },
+                timeout_ms: 10_000,
+            };
+            match env.call_provider(&call).await {
+                Ok(ProviderReply::Accepted { .. }) => Ok((Decision::Commit(SuccessKind::Applied), None)),
+                Ok(other) => Err(DbError::Other(format!("provider answered {other:?}"))),
+                Err(error) => Err(DbError::Other(error.to_string())),
+            }
+        }
+        Some(PlantedBug::OutboxOnOtherConnection) => Ok((
+            Decision::Commit(SuccessKind::Applied),
+            Some((key, payload.to_json())),
+        )),
+        _ => {
+            let unique = planted_bug != Some(PlantedBug::NoReceiptDedup);
+            insert_obligation(env, &key, &payload.to_json(), now_ms, unique).await?;
+            Ok((Decision::Commit(SuccessKind::Applied), None))
+        }
+    }
 }
 
-/// Inserts the obligation for `payload`, keyed by its business operation. A conflict means the
-/// obligation already exists, which the order guard should have made impossible; keeping the
-/// first row is still the right outcome.
-async fn insert_obligation(env: &dyn Env, payload: &FulfillmentPayload, now_ms: i64) -> Result<(), DbError> {
-    let params: [Value; 3] = [
-        text(&payload.operation_key()),
-        text(&payload.to_json()),
-        int(now_ms),
-    ];
-    env.execute(
+/// Inserts an owed obligation. With `unique`, a conflict on the key keeps the first row (the
+/// order guard should have made it impossible; keeping the first row is still right).
+async fn insert_obligation(
+    env: &dyn Env,
+    key: &str,
+    payload: &str,
+    now_ms: i64,
+    unique: bool,
+) -> Result<(), DbError> {
+    let sql = if unique {
         "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms) \
-         VALUES (?1, ?2, 'pending', ?3, ?3) ON CONFLICT (operation_key) DO NOTHING",
-        &params,
-    )
-    .await?;
+         VALUES (?1, ?2, 'pending', ?3, ?3) ON CONFLICT (operation_key) DO NOTHING"
+    } else {
+        "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms) \
+         VALUES (?1, ?2, 'pending', ?3, ?3)"
+    };
+    env.execute(sql, &[text(key), text(payload), int(now_ms)]).await?;
     Ok(())
 }
 
@@ -229,16 +446,20 @@ async fn rollback(env: &dyn Env) {
     let _ = env.execute("ROLLBACK", &[]).await;
 }
 
-/// The planted `receipt-first` bug: the receipt commits on its own, then the work runs in a
-/// second transaction. A crash between the two leaves a receipt that turns every redelivery into
-/// a "duplicate" while the work was never done.
-async fn receive_receipt_first(env: &dyn Env, event: &WebhookEvent) -> Answer {
-    let now_ms = env.now_ms();
+/// PLANTED BUG receipt-first: the receipt commits on its own, then the work runs in a second
+/// transaction. A crash or a busy database between the two leaves a receipt that turns every
+/// redelivery into a "duplicate" while the work was never done.
+async fn receive_receipt_first(env: &dyn Env, event: &WebhookEvent, digest: &str) -> Answer {
     let inserted = env
         .execute(
-            "INSERT INTO receipts (account, event_id, received_ms) VALUES (?1, ?2, ?3) \
+            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
              ON CONFLICT (account, event_id) DO NOTHING",
-            &[text(&event.account), text(&event.id), int(now_ms)],
+            &[
+                text(&event.account),
+                text(&event.id),
+                int(env.now_ms()),
+                text(digest),
+            ],
         )
         .await;
     match inserted {
@@ -249,6 +470,114 @@ async fn receive_receipt_first(env: &dyn Env, event: &WebhookEvent) -> Answer {
     if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
         return Answer::RetryLater(format!("could not begin: {error}"));
     }
-    let decision = apply_payment(env, event, false).await;
+    let decision = apply_event(env, event, None).await;
     finish(env, decision).await
+}
+
+/// PLANTED BUG check-then-insert: the receipt is looked up before the write transaction, so two
+/// concurrent deliveries both see "new" and both insert one (the table has no unique index).
+async fn receive_check_then_insert(env: &dyn Env, event: &WebhookEvent, digest: &str) -> Answer {
+    let seen = env
+        .query(
+            "SELECT 1 FROM receipts WHERE account = ?1 AND event_id = ?2 LIMIT 1",
+            &[text(&event.account), text(&event.id)],
+        )
+        .await;
+    match seen {
+        Ok(rows) if !rows.is_empty() => return Answer::Success(SuccessKind::Duplicate),
+        Ok(_) => {}
+        Err(error) => return Answer::RetryLater(error.to_string()),
+    }
+    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
+        return Answer::RetryLater(format!("could not begin: {error}"));
+    }
+    let inserted = env
+        .execute(
+            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4)",
+            &[
+                text(&event.account),
+                text(&event.id),
+                int(env.now_ms()),
+                text(digest),
+            ],
+        )
+        .await;
+    let decision = match inserted {
+        Ok(_) => apply_event(env, event, None).await,
+        Err(error) => Err(error),
+    };
+    finish(env, decision).await
+}
+
+/// PLANTED BUG receipt-after: the order and the outbox commit first; the receipt follows in a
+/// second transaction, so for a while (or, after a crash, for good) the work exists without the
+/// receipt that should have committed with it.
+async fn receive_receipt_after(env: &dyn Env, event: &WebhookEvent, digest: &str) -> Answer {
+    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
+        return Answer::RetryLater(format!("could not begin: {error}"));
+    }
+    let seen = env
+        .query(
+            "SELECT 1 FROM receipts WHERE account = ?1 AND event_id = ?2",
+            &[text(&event.account), text(&event.id)],
+        )
+        .await;
+    let decision = match seen {
+        Ok(rows) if !rows.is_empty() => Ok((Decision::Commit(SuccessKind::Duplicate), None)),
+        Ok(_) => apply_event(env, event, None).await,
+        Err(error) => Err(error),
+    };
+    let answer = finish(env, decision).await;
+    if answer != Answer::Success(SuccessKind::Applied) && answer != Answer::Success(SuccessKind::NoTransition)
+    {
+        return answer;
+    }
+    let recorded = env
+        .execute(
+            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (account, event_id) DO NOTHING",
+            &[
+                text(&event.account),
+                text(&event.id),
+                int(env.now_ms()),
+                text(digest),
+            ],
+        )
+        .await;
+    match recorded {
+        Ok(_) => answer,
+        Err(error) => Answer::RetryLater(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_validated() {
+        let body = |kind: &str, amount: &str| {
+            format!(r#"{{"id":"e","type":"{kind}","account":"a","order":"o","created_ms":5{amount}}}"#)
+        };
+        assert!(WebhookEvent::parse(&body(PAYMENT_SUCCEEDED, ",\"amount_cents\":100")).is_ok());
+        assert!(
+            WebhookEvent::parse(&body(PAYMENT_SUCCEEDED, ""))
+                .unwrap_err()
+                .contains("amount")
+        );
+        assert!(WebhookEvent::parse(&body(CHARGE_REFUNDED, "")).is_ok());
+        assert!(
+            WebhookEvent::parse(&body("invoice.paid", ""))
+                .unwrap_err()
+                .contains("unsupported")
+        );
+        assert!(WebhookEvent::parse("{").unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn digests_tell_bodies_apart() {
+        assert_eq!(body_digest("a"), body_digest("a"));
+        assert_ne!(body_digest("a"), body_digest("b"));
+        assert_eq!(body_digest("a").len(), 32);
+    }
 }

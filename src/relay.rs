@@ -4,10 +4,12 @@
 //! (owner, a token that only grows, an expiry), calls the provider outside any transaction with
 //! the persisted key and the persisted payload, and records the outcome only if the row still
 //! carries its token, so a worker whose lease was taken over cannot overwrite the new holder's
-//! work. Transient failures back off; permanent rejections move the obligation to `dead` with a
-//! reason, from which [`requeue`] brings it back. Once an obligation's first attempt is older than
-//! the provider's key lifetime, the worker looks the key up before sending again, because a
-//! forgotten key would turn the retry into a second effect.
+//! work. Transient failures (timeouts, 5xx, 409) back off, up to a bounded number of attempts;
+//! permanent rejections and exhausted attempts move the obligation to `dead` with a reason, from
+//! which [`requeue`] brings it back. Once an obligation's first attempt is older than the
+//! provider's key lifetime (less the call timeout and the clocks' possible skew), the worker looks
+//! the key up before sending again, because a forgotten key would turn the retry into a second
+//! effect.
 //!
 //! The relay must not hold a transaction open across a provider call, must not rebuild the payload
 //! or mint a new key, and must not mark an obligation done before the provider confirmed the
@@ -15,7 +17,7 @@
 
 use crate::env::{DbError, Env, Row, Value, int, text};
 use crate::planted::PlantedBug;
-use crate::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
+use crate::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
 
 /// How a relay worker behaves. All durations are in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -35,6 +37,16 @@ pub struct RelaySettings {
     pub idle_poll_min_ms: i64,
     /// Poll interval after a long idle stretch (the interval doubles on every empty poll).
     pub idle_poll_max_ms: i64,
+    /// Attempts after which a still-failing obligation is given up as dead (an operator can
+    /// requeue it).
+    pub attempts_max: i64,
+    /// How far the clocks of two workers may disagree; widens the reconciliation margin so a
+    /// worker whose clock runs behind still looks a key up in time.
+    pub clock_skew_ms_max: i64,
+    /// The longest a worker may stall (a GC pause, a stopped VM) between deciding to send and
+    /// sending. No check made before a stall can protect a request sent after it, so this widens
+    /// the reconciliation margin too; a deployment must keep real stalls below it.
+    pub stall_ms_max: i64,
 }
 
 impl Default for RelaySettings {
@@ -47,6 +59,9 @@ impl Default for RelaySettings {
             backoff_cap_ms: 3_600_000,
             idle_poll_min_ms: 1_000,
             idle_poll_max_ms: 300_000,
+            attempts_max: 30,
+            clock_skew_ms_max: 300_000,
+            stall_ms_max: 600_000,
         }
     }
 }
@@ -54,6 +69,7 @@ impl Default for RelaySettings {
 impl RelaySettings {
     /// The delay before attempt `attempts + 1`, after `attempts` failed attempts.
     pub fn backoff_ms(&self, attempts: i64) -> i64 {
+        debug_assert!(self.backoff_base_ms > 0);
         let exponent = attempts.clamp(1, 16) - 1;
         self.backoff_base_ms
             .saturating_mul(4_i64.saturating_pow(exponent as u32))
@@ -78,10 +94,23 @@ struct Claim {
     lease_token: i64,
     attempts: i64,
     first_attempt_ms: i64,
+    last_error: Option<String>,
+}
+
+/// The settings a worker actually runs with: the given ones, unless a planted bug overrides them.
+fn effective(settings: &RelaySettings, planted_bug: Option<PlantedBug>) -> RelaySettings {
+    let mut effective = settings.clone();
+    if planted_bug == Some(PlantedBug::ShortLease) {
+        // PLANTED BUG short-lease: a lease a tenth of the call timeout and no heartbeat, so a slow
+        // call outlives it and a second worker claims the obligation mid-call.
+        effective.lease_ms = (settings.call_timeout_ms / 10).max(1);
+    }
+    effective
 }
 
 /// Runs a relay worker forever. It only returns if the future is dropped (a crash or shutdown).
 pub async fn run_worker(env: &dyn Env, settings: &RelaySettings, planted_bug: Option<PlantedBug>) {
+    let settings = &effective(settings, planted_bug);
     let mut idle_poll_ms = settings.idle_poll_min_ms;
     loop {
         match relay_once(env, settings, planted_bug).await {
@@ -150,7 +179,7 @@ async fn claim(
              first_attempt_ms = coalesce(first_attempt_ms, ?2) \
              WHERE operation_key = ?4 AND status = 'pending' AND next_attempt_ms <= ?2 \
              AND coalesce(lease_expires_ms, 0) <= ?2 \
-             RETURNING payload, lease_token, attempts, first_attempt_ms",
+             RETURNING payload, lease_token, attempts, first_attempt_ms, last_error",
             &params,
         )
         .await?;
@@ -163,6 +192,7 @@ async fn claim(
         lease_token: row.int(1)?,
         attempts: row.int(2)?,
         first_attempt_ms: row.int(3)?,
+        last_error: row.opt_text(4)?.map(str::to_owned),
     }))
 }
 
@@ -173,34 +203,57 @@ async fn process(
     claim: Claim,
     planted_bug: Option<PlantedBug>,
 ) -> Result<(), DbError> {
-    let idempotency_key = if planted_bug == Some(PlantedBug::KeyPerAttempt) {
-        format!("{}#{}", claim.operation_key, claim.attempts)
-    } else {
-        claim.operation_key.clone()
+    let idempotency_key = match planted_bug {
+        // PLANTED BUG key-per-attempt: a fresh key on every attempt.
+        Some(PlantedBug::KeyPerAttempt) => format!("{}#{}", claim.operation_key, claim.attempts),
+        // PLANTED BUG new-key-after-error: a fresh key once an attempt has failed.
+        Some(PlantedBug::NewKeyAfterError) if claim.last_error.is_some() => {
+            format!("{}#retry{}", claim.operation_key, claim.attempts)
+        }
+        _ => claim.operation_key.clone(),
     };
+    if planted_bug == Some(PlantedBug::MarkSentBeforeCall) {
+        // PLANTED BUG mark-sent-before-call: the row says done before the provider has acted.
+        complete(env, &claim, "pending-confirmation", planted_bug).await?;
+    }
     // The key may be forgotten once its age reaches the lifetime; the age is counted from the
-    // first claim, which is no later than the provider's first sight of the key, and the call
-    // timeout is added because the provider may act on the request any time until then.
-    let key_may_be_forgotten =
-        env.now_ms() + settings.call_timeout_ms >= claim.first_attempt_ms + settings.key_lifetime_ms;
+    // first claim, which is no later than the provider's first sight of the key. The worker may
+    // stall before the request leaves, the provider may act on it until the call times out, and
+    // this worker's clock may run behind the clock that stamped the first attempt: all three
+    // widen the margin.
+    let margin_ms = settings.stall_ms_max + settings.call_timeout_ms + settings.clock_skew_ms_max;
+    let key_may_be_forgotten = env.now_ms() + margin_ms >= claim.first_attempt_ms + settings.key_lifetime_ms;
     if key_may_be_forgotten && planted_bug != Some(PlantedBug::BlindRetryAfterExpiry) {
         let lookup = ProviderRequest::Lookup {
             idempotency_key: idempotency_key.clone(),
         };
         match call(env, settings, lookup).await {
-            Ok(ProviderReply::Found { effect_id }) => return complete(env, &claim, &effect_id).await,
-            // No effect was ever performed under this key, so sending it is the first effect.
-            Ok(ProviderReply::NotFound) => {}
-            Ok(other) => return retry_later(env, settings, &claim, &format!("{other:?}")).await,
-            Err(error) => return retry_later(env, settings, &claim, &error.to_string()).await,
+            Ok(ProviderReply::Found { effect_id }) => {
+                return complete(env, &claim, &effect_id, planted_bug).await;
+            }
+            // No effect was ever performed under this key, so sending it is the first effect. The
+            // lookup used up part of the lease; extend it (a heartbeat, fenced by the token) so the
+            // send runs under a full lease.
+            Ok(ProviderReply::NotFound) => {
+                if !extend_lease(env, settings, &claim).await? {
+                    return Ok(());
+                }
+            }
+            Ok(other) => return retry_later(env, settings, &claim, &format!("lookup: {other:?}")).await,
+            Err(error) => return retry_later(env, settings, &claim, &format!("lookup: {error}")).await,
         }
     }
+    let payload = if planted_bug == Some(PlantedBug::RebuildPayload) {
+        rebuild_payload(env, &claim.payload).await?
+    } else {
+        claim.payload.clone()
+    };
     let send = ProviderRequest::Send {
         idempotency_key,
-        payload: claim.payload.clone(),
+        payload,
     };
     match call(env, settings, send).await {
-        Ok(ProviderReply::Accepted { effect_id, .. }) => complete(env, &claim, &effect_id).await,
+        Ok(ProviderReply::Accepted { effect_id, .. }) => complete(env, &claim, &effect_id, planted_bug).await,
         Ok(ProviderReply::Rejected { status, reason }) => {
             bury(
                 env,
@@ -223,6 +276,34 @@ async fn process(
     }
 }
 
+/// Extends this worker's lease by a full lease from now, if it still holds it. Returns whether it
+/// does.
+async fn extend_lease(env: &dyn Env, settings: &RelaySettings, claim: &Claim) -> Result<bool, DbError> {
+    let changed = env
+        .execute(
+            "UPDATE outbox SET lease_expires_ms = ?1 WHERE operation_key = ?2 AND lease_token = ?3 AND status = 'pending'",
+            &[int(env.now_ms() + settings.lease_ms), text(&claim.operation_key), int(claim.lease_token)],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
+/// PLANTED BUG rebuild-payload: the request body is rebuilt from the order as it is now, not the
+/// snapshot persisted with the obligation.
+async fn rebuild_payload(env: &dyn Env, persisted: &str) -> Result<String, DbError> {
+    let mut payload = FulfillmentPayload::parse(persisted).map_err(DbError::Other)?;
+    let rows = env
+        .query(
+            "SELECT amount_cents FROM orders WHERE tenant = ?1 AND id = ?2",
+            &[text(&payload.tenant), text(&payload.order)],
+        )
+        .await?;
+    if let Some(row) = rows.first() {
+        payload.amount_cents = row.int(0)?;
+    }
+    Ok(payload.to_json())
+}
+
 async fn call(
     env: &dyn Env,
     settings: &RelaySettings,
@@ -236,31 +317,44 @@ async fn call(
 }
 
 /// Marks the obligation done, if this worker still holds its lease.
-async fn complete(env: &dyn Env, claim: &Claim, effect_id: &str) -> Result<(), DbError> {
+async fn complete(
+    env: &dyn Env,
+    claim: &Claim,
+    effect_id: &str,
+    planted_bug: Option<PlantedBug>,
+) -> Result<(), DbError> {
     let params = [
         text(effect_id),
         int(env.now_ms()),
         text(&claim.operation_key),
         int(claim.lease_token),
     ];
-    fenced_write(
-        env,
-        claim,
+    let sql = if planted_bug == Some(PlantedBug::UnfencedCompletion) {
+        // PLANTED BUG unfenced-completion: no token check, so a worker whose lease was taken over
+        // still records its outcome over the new holder's.
         "UPDATE outbox SET status = 'done', provider_ref = ?1, completed_ms = ?2, \
          lease_expires_ms = NULL, last_error = NULL \
-         WHERE operation_key = ?3 AND lease_token = ?4 AND status = 'pending'",
-        &params,
-    )
-    .await
+         WHERE operation_key = ?3 AND ?4 = ?4 AND status = 'pending'"
+    } else {
+        "UPDATE outbox SET status = 'done', provider_ref = ?1, completed_ms = ?2, \
+         lease_expires_ms = NULL, last_error = NULL \
+         WHERE operation_key = ?3 AND lease_token = ?4 AND status = 'pending'"
+    };
+    fenced_write(env, claim, sql, &params).await
 }
 
-/// Releases the lease and schedules the next attempt after a transient failure.
+/// Releases the lease and schedules the next attempt after a transient failure, or gives the
+/// obligation up once its attempts are spent.
 async fn retry_later(
     env: &dyn Env,
     settings: &RelaySettings,
     claim: &Claim,
     error: &str,
 ) -> Result<(), DbError> {
+    if claim.attempts >= settings.attempts_max {
+        let reason = format!("gave up after {} attempts; last error: {error}", claim.attempts);
+        return bury(env, claim, &reason).await;
+    }
     let params = [
         int(env.now_ms() + settings.backoff_ms(claim.attempts)),
         text(error),
@@ -315,18 +409,50 @@ async fn fenced_write(env: &dyn Env, claim: &Claim, sql: &str, params: &[Value])
     }
 }
 
-/// Operator action: moves a dead obligation back to owed, keeping its key, payload and history.
-/// Returns whether a dead obligation with this key existed.
+/// Operator action: moves a dead obligation back to owed, keeping its key, payload and history,
+/// with a fresh budget of attempts. Returns whether a dead obligation with this key existed.
 pub async fn requeue(env: &dyn Env, operation_key: &str) -> Result<bool, DbError> {
     let changed = env
         .execute(
-            "UPDATE outbox SET status = 'pending', next_attempt_ms = ?1, \
+            "UPDATE outbox SET status = 'pending', next_attempt_ms = ?1, attempts = 0, \
              last_error = 'requeued by operator after: ' || coalesce(dead_reason, ''), \
              dead_reason = NULL WHERE operation_key = ?2 AND status = 'dead'",
             &[int(env.now_ms()), text(operation_key)],
         )
         .await?;
     Ok(changed == 1)
+}
+
+/// Operator action: requeues every dead obligation, oldest first. Returns how many it requeued.
+/// A busy database is waited out (an operator's tool has nobody to hand the error to).
+pub async fn requeue_all_dead(env: &dyn Env) -> Result<usize, DbError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match requeue_all_dead_once(env).await {
+            Err(DbError::Busy) if tries < OPERATOR_TRIES => env.sleep_ms(100 * tries).await,
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How many times an operator action is tried while the database is busy.
+const OPERATOR_TRIES: i64 = 20;
+
+async fn requeue_all_dead_once(env: &dyn Env) -> Result<usize, DbError> {
+    let dead = env
+        .query(
+            "SELECT operation_key FROM outbox WHERE status = 'dead' ORDER BY created_ms, operation_key",
+            &[],
+        )
+        .await?;
+    let mut requeued = 0;
+    for row in &dead {
+        if requeue(env, row.text(0)?).await? {
+            requeued += 1;
+        }
+    }
+    Ok(requeued)
 }
 
 /// Reads one obligation's status, for tools and tests: `(status, attempts, last_error)`.

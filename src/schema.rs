@@ -2,18 +2,24 @@
 //!
 //! Four tables, each guarding one persistence boundary:
 //! - `accounts` maps the sender's account to the tenant whose orders it may touch;
-//! - `receipts` records that an upstream event `(account, event_id)` was processed, and is the
-//!   only table the purge job deletes from;
-//! - `orders` holds the business state, whose guarded transition `awaiting_payment -> paid` keeps
-//!   a second obligation out even after receipts are purged;
+//! - `receipts` records that an upstream event `(account, event_id)` was processed, with a digest
+//!   of its body so a conflicting payload under a known id is noticed; it is the only table the
+//!   purge job deletes from;
+//! - `orders` holds the business state, whose guarded transitions (`awaiting_payment -> paid`,
+//!   `-> refunded`, `-> cancelled`) keep a second obligation out even after receipts are purged,
+//!   and whose amount carries the creation time of the update that set it, so an older update
+//!   arriving late never overwrites a newer one;
 //! - `outbox` holds obligations: work owed to the provider, keyed by the business operation, with
 //!   an immutable payload, a lease (owner, a token that only grows, an expiry) and enough history
 //!   (attempts, last error, dead reason) for an operator to see and recover stuck work.
 //!
 //! The column order is part of this module's contract: the simulator decodes rows by position
-//! (see the `*_COLUMNS` lists), so a new column goes at the end of its table.
+//! (see the `*_COLUMNS` lists), so a new column goes at the end of its table. Planted bugs that
+//! need a weaker schema get it from [`schema_sql`]; nothing else may change the schema.
 
-/// Creates every table. Run once on a fresh database.
+use crate::planted::PlantedBug;
+
+/// Creates every table of the reference schema. Run once on a fresh database.
 pub const SCHEMA_SQL: &str = "
 CREATE TABLE accounts (
     account TEXT NOT NULL PRIMARY KEY,
@@ -23,15 +29,19 @@ CREATE TABLE receipts (
     account     TEXT    NOT NULL,
     event_id    TEXT    NOT NULL,
     received_ms INTEGER NOT NULL,
+    body_digest TEXT    NOT NULL,
+    delivery_id TEXT,
     UNIQUE (account, event_id)
 );
 CREATE INDEX receipts_by_age ON receipts (received_ms);
 CREATE TABLE orders (
-    tenant       TEXT    NOT NULL,
-    id           TEXT    NOT NULL,
-    status       TEXT    NOT NULL CHECK (status IN ('awaiting_payment', 'paid')),
-    amount_cents INTEGER NOT NULL,
-    updated_ms   INTEGER NOT NULL,
+    tenant            TEXT    NOT NULL,
+    id                TEXT    NOT NULL,
+    status            TEXT    NOT NULL
+                      CHECK (status IN ('awaiting_payment', 'paid', 'refunded', 'cancelled')),
+    amount_cents      INTEGER NOT NULL,
+    updated_ms        INTEGER NOT NULL,
+    amount_version_ms INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, id)
 );
 CREATE TABLE outbox (
@@ -61,10 +71,38 @@ BEGIN
 END;
 ";
 
+/// The schema a system runs with: the reference schema, or the weaker one a planted bug's code
+/// base would have (no unique receipt per event, no unique operation key).
+pub fn schema_sql(planted_bug: Option<PlantedBug>) -> String {
+    let unique_receipt = "    UNIQUE (account, event_id)\n";
+    match planted_bug {
+        Some(PlantedBug::CheckThenInsert) => {
+            SCHEMA_SQL.replace(unique_receipt, "    CHECK (account <> '')\n")
+        }
+        Some(PlantedBug::PerDeliveryDedupKey) => {
+            SCHEMA_SQL.replace(unique_receipt, "    UNIQUE (account, delivery_id)\n")
+        }
+        Some(PlantedBug::NoReceiptDedup) => SCHEMA_SQL
+            .replace(unique_receipt, "    CHECK (account <> '')\n")
+            .replace(
+                "operation_key    TEXT    NOT NULL UNIQUE,",
+                "operation_key    TEXT    NOT NULL,",
+            ),
+        _ => SCHEMA_SQL.to_owned(),
+    }
+}
+
 /// Columns of `receipts`, in table order.
-pub const RECEIPT_COLUMNS: [&str; 3] = ["account", "event_id", "received_ms"];
+pub const RECEIPT_COLUMNS: [&str; 5] = ["account", "event_id", "received_ms", "body_digest", "delivery_id"];
 /// Columns of `orders`, in table order.
-pub const ORDER_COLUMNS: [&str; 5] = ["tenant", "id", "status", "amount_cents", "updated_ms"];
+pub const ORDER_COLUMNS: [&str; 6] = [
+    "tenant",
+    "id",
+    "status",
+    "amount_cents",
+    "updated_ms",
+    "amount_version_ms",
+];
 /// Columns of `outbox`, in table order.
 pub const OUTBOX_COLUMNS: [&str; 14] = [
     "operation_key",
@@ -114,6 +152,10 @@ const fn const_str_eq(left: &str, right: &str) -> bool {
 pub const AWAITING_PAYMENT: &str = "awaiting_payment";
 /// Order status after the payment event.
 pub const PAID: &str = "paid";
+/// Order refunded (before or after payment); terminal.
+pub const REFUNDED: &str = "refunded";
+/// Order cancelled before payment; terminal.
+pub const CANCELLED: &str = "cancelled";
 /// Obligation still owed (possibly leased to a worker right now).
 pub const PENDING: &str = "pending";
 /// Obligation completed: the provider confirmed the effect.
@@ -153,6 +195,22 @@ mod tests {
             assert_eq!(names, columns, "column list of {table}");
         }
         assert_eq!(column(&OUTBOX_COLUMNS, "lease_token"), 5);
+    }
+
+    #[test]
+    fn planted_schemas_differ_only_where_the_bug_needs_it() {
+        assert_eq!(schema_sql(None), SCHEMA_SQL);
+        for bug in [
+            PlantedBug::CheckThenInsert,
+            PlantedBug::PerDeliveryDedupKey,
+            PlantedBug::NoReceiptDedup,
+        ] {
+            let schema = schema_sql(Some(bug));
+            assert_ne!(schema, SCHEMA_SQL, "{bug}");
+            let conn = rusqlite::Connection::open_in_memory().unwrap();
+            conn.execute_batch(&schema).unwrap();
+        }
+        assert!(schema_sql(Some(PlantedBug::NoReceiptDedup)).contains("operation_key    TEXT    NOT NULL,"));
     }
 
     #[test]

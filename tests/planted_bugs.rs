@@ -58,19 +58,40 @@ fn caught_within_budget_and_replayable(system: &str, budget: u64, invariant: &st
     );
 }
 
+/// `(planted bug, seed budget, the invariant that catches it first)`.
+const BUDGETS: [(&str, u64, &str); 17] = [
+    ("receipt-first", 5, "receipt-commits-with-its-work"),
+    ("key-per-attempt", 10, "one-effect-per-operation"),
+    ("blind-retry-after-expiry", 100, "one-effect-per-operation"),
+    ("no-receipt-dedup", 5, "one-receipt-per-event"),
+    ("receipt-after", 5, "receipt-commits-with-its-work"),
+    ("check-then-insert", 60, "one-receipt-per-event"),
+    ("per-delivery-dedup-key", 5, "one-receipt-per-event"),
+    ("rebuild-payload", 20, "request-matches-obligation"),
+    ("key-from-event", 10, "receipt-commits-with-its-work"),
+    ("unfenced-completion", 300, "completion-by-lease-holder"),
+    ("short-lease", 10, "lease-outlives-call"),
+    ("receipt-only-guard", 20, "order-state-moves-forward"),
+    ("ack-before-commit", 5, "success-answer-has-receipt"),
+    ("call-inside-transaction", 5, "request-matches-obligation"),
+    ("outbox-on-other-connection", 5, "receipt-commits-with-its-work"),
+    ("mark-sent-before-call", 5, "obligation-settles-with-effect-or-reason"),
+    ("new-key-after-error", 10, "one-effect-per-operation"),
+];
+
 #[test]
-fn receipt_first_is_caught() {
-    caught_within_budget_and_replayable("receipt-first", 5, "receipt-commits-with-its-work");
+fn every_planted_bug_is_caught_within_its_budget_and_replays() {
+    for (system, budget, invariant) in BUDGETS {
+        caught_within_budget_and_replayable(system, budget, invariant);
+    }
 }
 
 #[test]
-fn key_per_attempt_is_caught() {
-    caught_within_budget_and_replayable("key-per-attempt", 10, "one-effect-per-operation");
-}
-
-#[test]
-fn blind_retry_after_expiry_is_caught() {
-    caught_within_budget_and_replayable("blind-retry-after-expiry", 100, "one-effect-per-operation");
+fn the_budget_table_covers_every_planted_bug() {
+    let names: Vec<&str> = BUDGETS.iter().map(|(name, _, _)| *name).collect();
+    for bug in commitgap::planted::PlantedBug::ALL {
+        assert!(names.contains(&bug.name()), "{bug} has no budget");
+    }
 }
 
 #[test]

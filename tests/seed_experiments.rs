@@ -15,7 +15,7 @@ use std::sync::Arc;
 use commitgap::provider::ProviderRequest;
 use commitgap::receiver::{Answer, SuccessKind};
 use commitgap::relay::RelaySettings;
-use commitgap_sim::config::EventSpec;
+use commitgap_sim::config::{EventKind, EventSpec};
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::system::{Fixtures, OrderFixture};
 use commitgap_sim::systems::ReferenceSystem;
@@ -37,7 +37,12 @@ fn payment(event_id: &str) -> EventSpec {
         event_id: event_id.into(),
         tenant: "tenant-a".into(),
         order: "order-1".into(),
-        emit_at_ms: 0,
+        kind: EventKind::Payment,
+        amount_cents: 1250,
+        created_ms: 0,
+        deliver_at_ms: 0,
+        subscriptions: 1,
+        extra_deliveries: Vec::new(),
     }
 }
 

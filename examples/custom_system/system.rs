@@ -13,7 +13,9 @@ use std::rc::Rc;
 
 use commitgap::env::{DbError, Env, LocalBoxFuture, Value, int, text};
 use commitgap::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
-use commitgap::receiver::{Answer, SuccessKind, WebhookDelivery, WebhookEvent};
+use commitgap::receiver::{
+    Answer, CHARGE_REFUNDED, ORDER_CANCELLED, PAYMENT_SUCCEEDED, SuccessKind, WebhookDelivery, WebhookEvent,
+};
 use commitgap::relay::RelaySettings;
 use commitgap_sim::system::{
     Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, ReceiptRow, System,
@@ -26,11 +28,11 @@ CREATE TABLE inbox (
     PRIMARY KEY (sender_account, message_id));
 CREATE TABLE shop_orders (
     shop TEXT NOT NULL, number TEXT NOT NULL, state TEXT NOT NULL, total_cents INTEGER NOT NULL,
-    PRIMARY KEY (shop, number));
+    total_as_of INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (shop, number));
 CREATE TABLE jobs (
     job_key TEXT PRIMARY KEY, body TEXT NOT NULL, state TEXT NOT NULL,
     fence INTEGER NOT NULL DEFAULT 0, holder TEXT, held_until INTEGER,
-    due_at INTEGER NOT NULL, first_try_at INTEGER, error TEXT, shipment TEXT);
+    due_at INTEGER NOT NULL, first_try_at INTEGER, error TEXT, shipment TEXT, tries INTEGER NOT NULL DEFAULT 0);
 ";
 
 /// The team's system. See the module documentation.
@@ -58,7 +60,7 @@ impl System for ShopSystem {
         }
         for order in &fixtures.orders {
             connection.execute(
-                "INSERT INTO shop_orders VALUES (?1, ?2, 'open', ?3)",
+                "INSERT INTO shop_orders (shop, number, state, total_cents) VALUES (?1, ?2, 'open', ?3)",
                 (&order.tenant, &order.order, order.amount_cents),
             )?;
         }
@@ -98,6 +100,23 @@ impl System for ShopSystem {
         })
     }
 
+    fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move {
+            for _ in 0..20 {
+                let requeued = env
+                    .execute(
+                        "UPDATE jobs SET state = 'queued', tries = 0, due_at = ?1 WHERE state = 'failed'",
+                        &[int(env.now_ms())],
+                    )
+                    .await;
+                if requeued.is_ok() {
+                    return;
+                }
+                env.sleep_ms(100).await;
+            }
+        })
+    }
+
     fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
         Box::pin(async move {
             let _ = env
@@ -115,6 +134,12 @@ impl System for ShopSystem {
             Some(Value::Text(value)) => Ok(value.clone()),
             other => Err(format!("{table} column {index}: expected text, found {other:?}")),
         };
+        let int_at = |index: usize| match values.get(index) {
+            Some(Value::Integer(value)) => Ok(*value),
+            other => Err(format!(
+                "{table} column {index}: expected an integer, found {other:?}"
+            )),
+        };
         match table {
             "inbox" => Ok(ObservedRow::Receipt(ReceiptRow {
                 account: text_at(0)?,
@@ -123,11 +148,13 @@ impl System for ShopSystem {
             "shop_orders" => Ok(ObservedRow::Order(OrderRow {
                 tenant: text_at(0)?,
                 order: text_at(1)?,
-                status: if text_at(2)? == "paid" {
-                    OrderStatus::Paid
-                } else {
-                    OrderStatus::AwaitingPayment
+                status: match text_at(2)?.as_str() {
+                    "open" => OrderStatus::AwaitingPayment,
+                    "paid" => OrderStatus::Paid,
+                    "refunded" => OrderStatus::Refunded,
+                    _ => OrderStatus::Cancelled,
                 },
+                amount_cents: int_at(3)?,
             })),
             "jobs" => {
                 let status = match text_at(2)?.as_str() {
@@ -135,15 +162,13 @@ impl System for ShopSystem {
                     "sent" => ObligationStatus::Done,
                     _ => ObligationStatus::Dead,
                 };
-                let fence = match values.get(3) {
-                    Some(Value::Integer(fence)) => *fence,
-                    other => return Err(format!("jobs.fence: expected an integer, found {other:?}")),
-                };
                 Ok(ObservedRow::Obligation(ObligationRow {
                     operation_key: text_at(0)?,
                     payload: text_at(1)?,
                     status,
-                    lease_token: fence,
+                    lease_token: int_at(3)?,
+                    lease_owner: text_at(4).ok(),
+                    lease_expires_ms: int_at(5).ok(),
                     dead_reason: if status == ObligationStatus::Dead {
                         text_at(8).ok()
                     } else {
@@ -192,21 +217,50 @@ async fn accept(env: &dyn Env, event: &WebhookEvent, inbox_first: bool) -> Resul
         env.execute("ROLLBACK", &[]).await?;
         return Ok(Answer::Rejected(format!("unknown account {}", event.account)));
     };
-    let paid = env
-        .query(
-            "UPDATE shop_orders SET state = 'paid' WHERE shop = ?1 AND number = ?2 AND state = 'open' \
-             RETURNING total_cents",
-            &[text(&shop), text(&event.order)],
-        )
-        .await?;
-    let kind = match paid.first() {
-        Some(row) => {
+    let order = [text(&shop), text(&event.order)];
+    let (sql, extra) = match event.kind.as_str() {
+        PAYMENT_SUCCEEDED => (
+            "UPDATE shop_orders SET state = 'paid' WHERE shop = ?1 AND number = ?2 AND state = 'open' RETURNING 1",
+            vec![],
+        ),
+        CHARGE_REFUNDED => (
+            "UPDATE shop_orders SET state = 'refunded' WHERE shop = ?1 AND number = ?2 AND state IN ('open', 'paid') RETURNING 1",
+            vec![],
+        ),
+        ORDER_CANCELLED => (
+            "UPDATE shop_orders SET state = 'cancelled' WHERE shop = ?1 AND number = ?2 AND state = 'open' RETURNING 1",
+            vec![],
+        ),
+        _ => (
+            "UPDATE shop_orders SET total_cents = ?3, total_as_of = ?4 WHERE shop = ?1 AND number = ?2 AND total_as_of < ?4 RETURNING 1",
+            vec![int(event.amount_cents.unwrap_or(0)), int(event.created_ms)],
+        ),
+    };
+    let params: Vec<Value> = order.iter().cloned().chain(extra).collect();
+    let changed = env.query(sql, &params).await?;
+    if changed.is_empty()
+        && env
+            .query(
+                "SELECT 1 FROM shop_orders WHERE shop = ?1 AND number = ?2",
+                &order,
+            )
+            .await?
+            .is_empty()
+    {
+        env.execute("ROLLBACK", &[]).await?;
+        return Ok(Answer::Rejected(format!(
+            "no order {} in shop {shop}",
+            event.order
+        )));
+    }
+    let kind = match changed.first() {
+        Some(_) if event.kind == PAYMENT_SUCCEEDED => {
             let body = FulfillmentPayload {
                 tenant: shop,
                 order: event.order.clone(),
                 operation: "fulfill".into(),
                 version: 1,
-                amount_cents: row.int(0)?,
+                amount_cents: event.amount_cents.unwrap_or(0),
             };
             env.execute(
                 "INSERT OR IGNORE INTO jobs (job_key, body, state, due_at) VALUES (?1, ?2, 'queued', ?3)",
@@ -215,6 +269,7 @@ async fn accept(env: &dyn Env, event: &WebhookEvent, inbox_first: bool) -> Resul
             .await?;
             SuccessKind::Applied
         }
+        Some(_) => SuccessKind::Applied,
         None => SuccessKind::NoTransition,
     };
     env.execute("COMMIT", &[]).await?;
@@ -241,9 +296,9 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
     let claimed = env
         .query(
             "UPDATE jobs SET fence = fence + 1, holder = ?1, held_until = ?2, \
-             first_try_at = coalesce(first_try_at, ?3) \
+             first_try_at = coalesce(first_try_at, ?3), tries = tries + 1 \
              WHERE job_key = ?4 AND state = 'queued' AND coalesce(held_until, 0) <= ?3 \
-             RETURNING fence, body, first_try_at",
+             RETURNING fence, body, first_try_at, tries",
             &[
                 text(env.process_id()),
                 int(now + settings.lease_ms),
@@ -255,12 +310,22 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
     let Some(claim) = claimed.first() else {
         return Ok(true);
     };
-    let (fence, body, first_try_at) = (claim.int(0)?, claim.text(1)?.to_owned(), claim.int(2)?);
+    let (fence, body, first_try_at, tries) = (
+        claim.int(0)?,
+        claim.text(1)?.to_owned(),
+        claim.int(2)?,
+        claim.int(3)?,
+    );
+    if tries > settings.attempts_max {
+        return finish(env, &key, fence, "failed", "gave up: too many tries").await;
+    }
     let call = |request| ProviderCall {
         request,
         timeout_ms: settings.call_timeout_ms,
     };
-    if env.now_ms() + settings.call_timeout_ms >= first_try_at + settings.key_lifetime_ms {
+    // Stalls, the call itself and clock skew all eat into the provider's key lifetime.
+    let margin = settings.stall_ms_max + settings.call_timeout_ms + settings.clock_skew_ms_max;
+    if env.now_ms() + margin >= first_try_at + settings.key_lifetime_ms {
         let lookup = call(ProviderRequest::Lookup {
             idempotency_key: key.clone(),
         });
@@ -268,7 +333,18 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
             Ok(ProviderReply::Found { effect_id }) => {
                 return finish(env, &key, fence, "sent", &effect_id).await;
             }
-            Ok(ProviderReply::NotFound) => {}
+            Ok(ProviderReply::NotFound) => {
+                // A heartbeat: the lookup used part of the lease.
+                let renewed = env
+                    .execute(
+                        "UPDATE jobs SET held_until = ?1 WHERE job_key = ?2 AND fence = ?3 AND state = 'queued'",
+                        &[int(env.now_ms() + settings.lease_ms), text(&key), int(fence)],
+                    )
+                    .await?;
+                if renewed == 0 {
+                    return Ok(true);
+                }
+            }
             _ => return postpone(env, &key, fence).await,
         }
     }

@@ -16,7 +16,7 @@ use crate::db::Backend;
 use crate::faults::{self, FaultContext};
 use crate::rng::{Ratio, SimRng};
 use crate::sender::SenderPreset;
-use crate::system::{Fixtures, OrderFixture};
+use crate::system::{Fixtures, OrderFixture, OrderStatus};
 
 const SECOND_MS: i64 = 1_000;
 const MINUTE_MS: i64 = 60 * SECOND_MS;
@@ -71,7 +71,11 @@ impl SimConfig {
             backoff_cap_ms: *rng.pick(&[30 * MINUTE_MS, HOUR_MS, 2 * HOUR_MS]),
             idle_poll_min_ms: SECOND_MS,
             idle_poll_max_ms: *rng.pick(&[MINUTE_MS, 5 * MINUTE_MS]),
+            attempts_max: *rng.pick(&[10, 30]),
+            clock_skew_ms_max: 5 * MINUTE_MS,
+            stall_ms_max: 10 * MINUTE_MS,
         };
+        let sender_preset = *rng.pick(&SenderPreset::ALL);
         let fault_phase_ms = *rng.pick(&[10 * MINUTE_MS, HOUR_MS, 4 * HOUR_MS]);
         let mut config = SimConfig {
             backend,
@@ -80,8 +84,8 @@ impl SimConfig {
             paid_orders: Ratio::new(4, 5),
             receivers: rng.between(1, 3) as u32,
             relay_workers: rng.between(1, 3) as u32,
-            sender_preset: *rng.pick(&SenderPreset::ALL),
-            sender_timeout_ms: *rng.pick(&[10 * SECOND_MS, 15 * SECOND_MS, 30 * SECOND_MS]),
+            sender_preset,
+            sender_timeout_ms: sender_preset.timeout_ms(),
             emit_window_ms: *rng.pick(&[MINUTE_MS, 10 * MINUTE_MS]),
             network_latency_ms_max: *rng.pick(&[5, 50, 500]),
             provider_latency_ms_max,
@@ -92,11 +96,7 @@ impl SimConfig {
             liveness_steps_max: 50_000,
             faults: BTreeMap::new(),
         };
-        let context = FaultContext {
-            fault_phase_ms,
-            emit_window_ms: config.emit_window_ms,
-            key_lifetime_ms: config.relay.key_lifetime_ms,
-        };
+        let context = config.fault_context();
         for kind in faults::registry() {
             let mut fault_rng = SimRng::stream(seed, &faults::config_stream_label(kind.name));
             config
@@ -104,6 +104,20 @@ impl SimConfig {
                 .insert(kind.name.to_owned(), (kind.draw)(&mut fault_rng, &context));
         }
         config
+    }
+
+    /// What fault models may base their settings on.
+    pub fn fault_context(&self) -> FaultContext {
+        FaultContext {
+            fault_phase_ms: self.fault_phase_ms,
+            emit_window_ms: self.emit_window_ms,
+            key_lifetime_ms: self.relay.key_lifetime_ms,
+            sender_timeout_ms: self.sender_timeout_ms,
+            call_timeout_ms: self.relay.call_timeout_ms,
+            lease_ms: self.relay.lease_ms,
+            clock_skew_ms_max: self.relay.clock_skew_ms_max,
+            stall_ms_max: self.relay.stall_ms_max,
+        }
     }
 
     /// Checks the values a hand-edited seed file could get wrong.
@@ -119,6 +133,8 @@ impl SimConfig {
             ("relay.call_timeout_ms", self.relay.call_timeout_ms),
             ("relay.lease_ms", self.relay.lease_ms),
             ("relay.idle_poll_min_ms", self.relay.idle_poll_min_ms),
+            ("relay.backoff_base_ms", self.relay.backoff_base_ms),
+            ("relay.attempts_max", self.relay.attempts_max),
             ("fault_phase_ms", self.fault_phase_ms),
         ];
         for (name, value) in positive {
@@ -144,30 +160,92 @@ impl SimConfig {
     }
 }
 
-/// One payment event the sender will emit.
+/// What an event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    Payment,
+    Refund,
+    Cancel,
+    Update,
+}
+
+impl EventKind {
+    /// The event's `type` on the wire.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            EventKind::Payment => commitgap::receiver::PAYMENT_SUCCEEDED,
+            EventKind::Refund => commitgap::receiver::CHARGE_REFUNDED,
+            EventKind::Cancel => commitgap::receiver::ORDER_CANCELLED,
+            EventKind::Update => commitgap::receiver::ORDER_UPDATED,
+        }
+    }
+}
+
+/// A delivery beyond the sender's retry schedule: a spontaneous duplicate or an operator's
+/// manual resend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraDelivery {
+    pub at_ms: i64,
+    pub reason: String,
+}
+
+/// One event the sender will emit, and how it will be delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventSpec {
     pub account: String,
+    /// Unique within the account only.
     pub event_id: String,
+    /// The tenant the account belongs to.
     pub tenant: String,
     pub order: String,
-    pub emit_at_ms: i64,
+    pub kind: EventKind,
+    /// The amount paid (payments) or the new amount (updates); zero otherwise.
+    pub amount_cents: i64,
+    /// When the sender created the event; the order of creation is the order of the facts.
+    pub created_ms: i64,
+    /// When the first attempt goes out (later than creation when delivery is late or reordered).
+    pub deliver_at_ms: i64,
+    /// How many subscriptions receive it; each delivers (and retries) on its own.
+    pub subscriptions: u32,
+    /// Deliveries outside the retry schedule.
+    pub extra_deliveries: Vec<ExtraDelivery>,
+}
+
+impl EventSpec {
+    /// The JSON body the sender delivers.
+    pub fn body(&self) -> String {
+        let mut body = serde_json::json!({
+            "id": self.event_id,
+            "type": self.kind.type_name(),
+            "account": self.account,
+            "order": self.order,
+            "created_ms": self.created_ms,
+        });
+        if matches!(self.kind, EventKind::Payment | EventKind::Update) {
+            body["amount_cents"] = self.amount_cents.into();
+        }
+        body.to_string()
+    }
 }
 
 /// The ground truth of a run: fixtures and the events that will be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workload {
     pub fixtures: Fixtures,
-    /// Sorted by emission time.
+    /// Sorted by creation time.
     pub events: Vec<EventSpec>,
     events_by_key: BTreeMap<(String, String), usize>,
     events_by_order: BTreeMap<(String, String), Vec<usize>>,
 }
 
 impl Workload {
-    /// Draws the workload of `seed` for `config`.
+    /// Draws the workload of `seed` for `config`: per order, a story (paid; paid then refunded;
+    /// cancelled; or left unpaid), sometimes amount updates, sometimes an event for an order that
+    /// does not exist. Event ids count per account, so accounts share id strings.
     pub fn draw(seed: u64, config: &SimConfig) -> Workload {
         let mut rng = SimRng::stream(seed, "workload");
+        let window_ms = config.emit_window_ms;
         let mut accounts = Vec::new();
         let mut orders = Vec::new();
         let mut events = Vec::new();
@@ -178,32 +256,78 @@ impl Workload {
             accounts.push((account.clone(), tenant.clone()));
             for order_index in 1..=config.orders_per_tenant {
                 let order = format!("order-{order_index}");
+                let amount_cents = rng.between(100, 100_000);
                 orders.push(OrderFixture {
                     tenant: tenant.clone(),
                     order: order.clone(),
-                    amount_cents: rng.between(100, 100_000),
+                    amount_cents,
                 });
-                if rng.chance(config.paid_orders) {
-                    events.push(EventSpec {
-                        account: account.clone(),
-                        event_id: String::new(),
-                        tenant: tenant.clone(),
-                        order,
-                        emit_at_ms: rng.between(0, config.emit_window_ms - 1),
-                    });
+                let new_event = |kind, amount_cents, created_ms| EventSpec {
+                    account: account.clone(),
+                    event_id: String::new(),
+                    tenant: tenant.clone(),
+                    order: order.clone(),
+                    kind,
+                    amount_cents,
+                    created_ms,
+                    deliver_at_ms: created_ms,
+                    subscriptions: 1,
+                    extra_deliveries: Vec::new(),
+                };
+                let paid_at_ms = rng.between(0, window_ms - 1);
+                let story = rng.below(20);
+                if rng.chance(config.paid_orders) && story < 14 {
+                    events.push(new_event(EventKind::Payment, amount_cents, paid_at_ms));
+                    if story >= 11 {
+                        events.push(new_event(
+                            EventKind::Refund,
+                            0,
+                            rng.between(paid_at_ms + 1, paid_at_ms + window_ms),
+                        ));
+                    }
+                } else if story < 17 {
+                    events.push(new_event(EventKind::Cancel, 0, paid_at_ms));
+                }
+                if rng.chance(Ratio::new(1, 4)) {
+                    // Updates get distinct creation times, so "newest wins" is well defined.
+                    let first_ms = rng.between(0, window_ms - 1);
+                    events.push(new_event(EventKind::Update, rng.between(100, 100_000), first_ms));
+                    if rng.chance(Ratio::new(1, 2)) {
+                        let second_ms = first_ms + rng.between(1, window_ms);
+                        events.push(new_event(EventKind::Update, rng.between(100, 100_000), second_ms));
+                    }
                 }
             }
         }
-        events.sort_by_key(|event| event.emit_at_ms);
-        for (index, event) in events.iter_mut().enumerate() {
-            event.event_id = format!("evt-{}", index + 1);
+        if rng.chance(Ratio::new(1, 4)) {
+            let (account, tenant) = accounts[rng.below(accounts.len() as u64) as usize].clone();
+            let created_ms = rng.between(0, window_ms - 1);
+            events.push(EventSpec {
+                account,
+                event_id: String::new(),
+                tenant,
+                order: "order-missing".to_owned(),
+                kind: EventKind::Payment,
+                amount_cents: 500,
+                created_ms,
+                deliver_at_ms: created_ms,
+                subscriptions: 1,
+                extra_deliveries: Vec::new(),
+            });
+        }
+        events.sort_by_key(|event| event.created_ms);
+        let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
+        for event in &mut events {
+            let counter = next_id.entry(event.account.clone()).or_insert(0);
+            *counter += 1;
+            event.event_id = format!("evt-{counter}");
         }
         Workload::new(Fixtures { accounts, orders }, events)
     }
 
-    /// A workload from explicit parts (scenarios and tests).
+    /// A workload from explicit parts (scenarios, tests, and fault models that reshape it).
     pub fn new(fixtures: Fixtures, mut events: Vec<EventSpec>) -> Workload {
-        events.sort_by_key(|event| event.emit_at_ms);
+        events.sort_by_key(|event| event.created_ms);
         let mut events_by_key = BTreeMap::new();
         let mut events_by_order: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
@@ -221,6 +345,12 @@ impl Workload {
         }
     }
 
+    /// The next unused event id of `account` (for events added after drawing).
+    pub fn next_event_id(events: &[EventSpec], account: &str) -> String {
+        let used = events.iter().filter(|event| event.account == account).count();
+        format!("evt-{}", used + 1)
+    }
+
     /// The event with id `event_id` in `account`.
     pub fn event(&self, account: &str, event_id: &str) -> Option<&EventSpec> {
         self.events_by_key
@@ -228,13 +358,57 @@ impl Workload {
             .map(|&index| &self.events[index])
     }
 
-    /// The events that pay order `(tenant, order)`.
+    /// The events about order `(tenant, order)`, in creation order.
     pub fn events_for_order(&self, tenant: &str, order: &str) -> impl Iterator<Item = &EventSpec> {
         self.events_by_order
             .get(&(tenant.to_owned(), order.to_owned()))
             .into_iter()
             .flatten()
             .map(|&index| &self.events[index])
+    }
+
+    /// Whether the receiver must reject `event` for good: its account or order does not exist.
+    pub fn expects_rejection(&self, event: &EventSpec) -> bool {
+        let account_known = self
+            .fixtures
+            .accounts
+            .iter()
+            .any(|(account, tenant)| *account == event.account && *tenant == event.tenant);
+        let order_known = self
+            .fixtures
+            .orders
+            .iter()
+            .any(|order| order.tenant == event.tenant && order.order == event.order);
+        !(account_known && order_known)
+    }
+
+    /// The state order `(tenant, order)` must end in: its events applied in creation order, with
+    /// the same guarded transitions the reference uses. `None` for an order that does not exist.
+    pub fn final_order_state(&self, tenant: &str, order: &str) -> Option<(OrderStatus, i64)> {
+        let fixture = self
+            .fixtures
+            .orders
+            .iter()
+            .find(|fixture| fixture.tenant == tenant && fixture.order == order)?;
+        let (mut status, mut amount_cents, mut version_ms) =
+            (OrderStatus::AwaitingPayment, fixture.amount_cents, 0);
+        for event in self.events_for_order(tenant, order) {
+            match event.kind {
+                EventKind::Payment if status == OrderStatus::AwaitingPayment => status = OrderStatus::Paid,
+                EventKind::Refund if matches!(status, OrderStatus::AwaitingPayment | OrderStatus::Paid) => {
+                    status = OrderStatus::Refunded
+                }
+                EventKind::Cancel if status == OrderStatus::AwaitingPayment => {
+                    status = OrderStatus::Cancelled
+                }
+                EventKind::Update if event.created_ms > version_ms => {
+                    amount_cents = event.amount_cents;
+                    version_ms = event.created_ms;
+                }
+                _ => {}
+            }
+        }
+        Some((status, amount_cents))
     }
 }
 
@@ -257,12 +431,52 @@ mod tests {
                 workload
                     .events
                     .windows(2)
-                    .all(|pair| pair[0].emit_at_ms <= pair[1].emit_at_ms)
+                    .all(|pair| pair[0].created_ms <= pair[1].created_ms)
             );
             for event in &workload.events {
                 assert_eq!(workload.event(&event.account, &event.event_id), Some(event));
             }
         }
+    }
+
+    #[test]
+    fn the_final_state_follows_creation_order() {
+        let config = SimConfig::draw(3, Backend::Memdb);
+        let fixtures = Fixtures {
+            accounts: vec![("acct-a".into(), "tenant-a".into())],
+            orders: vec![OrderFixture {
+                tenant: "tenant-a".into(),
+                order: "order-1".into(),
+                amount_cents: 100,
+            }],
+        };
+        let event = |kind, amount_cents, created_ms| EventSpec {
+            account: "acct-a".into(),
+            event_id: format!("evt-{created_ms}"),
+            tenant: "tenant-a".into(),
+            order: "order-1".into(),
+            kind,
+            amount_cents,
+            created_ms,
+            deliver_at_ms: 0,
+            subscriptions: 1,
+            extra_deliveries: Vec::new(),
+        };
+        let workload = Workload::new(
+            fixtures,
+            vec![
+                event(EventKind::Refund, 0, 30),
+                event(EventKind::Update, 7, 20),
+                event(EventKind::Payment, 100, 10),
+            ],
+        );
+        assert_eq!(
+            workload.final_order_state("tenant-a", "order-1"),
+            Some((OrderStatus::Refunded, 7))
+        );
+        assert_eq!(workload.final_order_state("tenant-a", "order-9"), None);
+        assert!(!workload.expects_rejection(&workload.events[0]));
+        let _ = config;
     }
 
     #[test]

@@ -1,17 +1,23 @@
 //! The simulated downstream provider: an idempotency-key store in front of a ledger of effects.
 //!
-//! A `Send` with a key the store remembers is answered from the store (the same effect, marked
-//! replayed) if the payload matches, and rejected with 422 if it does not; a `Send` with a key
-//! the store does not remember performs a new effect. Keys are forgotten only when the key-expiry
-//! fault model set a time for it, never earlier than the documented lifetime, as Stripe and
-//! others promise ("at least 24 hours"). `Lookup` answers from the ledger, which is permanent, so
-//! reconciliation works after a key is forgotten. The ledger is the ground truth the invariants
-//! count effects in: an effect is identified by the business operation its payload names, not by
-//! its key. This model must not look at the caller's database.
+//! A `Send` with a key the store remembers is answered from the store: the same effect, marked
+//! replayed, if the payload matches; a 422 if it does not (or, for providers that behave like
+//! Qonto or Worldline, a silent replay of the old response). A `Send` with a key the store does not
+//! remember performs a new effect. A key is "in progress" while a slow request for it is being
+//! processed and, on providers that hold a lock after finishing, for a while after; requests for it
+//! in that window get 409, as the IETF draft specifies. A failure before acting (a 5xx) may be
+//! cached under the key like a result (Stripe's v1 "including 500 errors"), so every retry with
+//! that key fails the same way until the key is forgotten. Keys are forgotten only when the
+//! key-expiry fault model set a time for it, never earlier than the documented lifetime.
+//!
+//! `Lookup` answers from the ledger, which is permanent, so reconciliation works after a key is
+//! forgotten. The ledger is the ground truth the invariants count effects in: an effect is
+//! identified by the business operation its payload names, not by its key. This model must not
+//! look at the caller's database.
 
 use std::collections::BTreeMap;
 
-use commitgap::provider::{FulfillmentPayload, ProviderReply, ProviderRequest};
+use commitgap::provider::{CallError, FulfillmentPayload, ProviderReply, ProviderRequest};
 
 /// One real side effect (a shipment), as the provider performed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,17 +30,37 @@ pub struct Effect {
     pub at_ms: i64,
 }
 
+/// How the provider behaves for one request, as the fault models decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Conditions {
+    /// Fail with a 5xx before doing anything.
+    pub fail_before_acting: bool,
+    /// Cache that failure under the key, like a result.
+    pub sticky_errors: bool,
+    /// Answer a reused key with a different payload by replaying the stored result.
+    pub replay_on_mismatch: bool,
+    /// Keep the key locked this long after acting; same-key requests meanwhile get 409.
+    pub lock_after_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+enum Stored {
+    Result { payload: String, effect: usize },
+    Error { reason: String },
+}
+
 #[derive(Debug, Clone)]
 struct KeyEntry {
-    payload: String,
-    effect: usize,
+    stored: Stored,
     forget_at_ms: Option<i64>,
+    locked_until_ms: i64,
 }
 
 /// The provider's state.
 #[derive(Debug, Default)]
 pub struct ProviderModel {
     keys: BTreeMap<String, KeyEntry>,
+    in_progress: BTreeMap<String, u32>,
     effects: Vec<Effect>,
     effects_by_operation: BTreeMap<String, Vec<usize>>,
     effect_by_key: BTreeMap<String, usize>,
@@ -44,11 +70,21 @@ pub struct ProviderModel {
 /// What one request did at the provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handled {
-    pub reply: ProviderReply,
+    pub result: Result<ProviderReply, CallError>,
     /// Index of the effect this request performed, if it performed one.
     pub new_effect: Option<usize>,
     /// True when a forgotten key was reused, so the request counted as new.
     pub key_was_forgotten: bool,
+}
+
+impl Handled {
+    fn reply(reply: ProviderReply, key_was_forgotten: bool) -> Handled {
+        Handled {
+            result: Ok(reply),
+            new_effect: None,
+            key_was_forgotten,
+        }
+    }
 }
 
 impl ProviderModel {
@@ -58,6 +94,7 @@ impl ProviderModel {
         &mut self,
         request: &ProviderRequest,
         now_ms: i64,
+        conditions: Conditions,
         forget_at: impl FnOnce() -> Option<i64>,
     ) -> Handled {
         self.requests.push(request.clone());
@@ -69,17 +106,42 @@ impl ProviderModel {
                     },
                     None => ProviderReply::NotFound,
                 };
-                Handled {
-                    reply,
-                    new_effect: None,
-                    key_was_forgotten: false,
-                }
+                Handled::reply(reply, false)
             }
             ProviderRequest::Send {
                 idempotency_key,
                 payload,
-            } => self.send(idempotency_key, payload, now_ms, forget_at),
+            } => self.send(idempotency_key, payload, now_ms, conditions, forget_at),
         }
+    }
+
+    /// Whether a request for `key` is being processed right now or the key is locked.
+    pub fn is_busy(&self, key: &str, now_ms: i64) -> bool {
+        self.in_progress.contains_key(key)
+            || self
+                .keys
+                .get(key)
+                .is_some_and(|entry| entry.locked_until_ms > now_ms)
+    }
+
+    /// A slow request for `key` started: same-key requests get 409 until it ends.
+    pub fn begin_processing(&mut self, key: &str) {
+        *self.in_progress.entry(key.to_owned()).or_default() += 1;
+    }
+
+    /// A slow request for `key` ended.
+    pub fn end_processing(&mut self, key: &str) {
+        if let Some(count) = self.in_progress.get_mut(key) {
+            *count -= 1;
+            if *count == 0 {
+                self.in_progress.remove(key);
+            }
+        }
+    }
+
+    /// Keys with a request still being processed.
+    pub fn keys_in_progress(&self) -> impl Iterator<Item = &String> {
+        self.in_progress.keys()
     }
 
     fn send(
@@ -87,8 +149,12 @@ impl ProviderModel {
         key: &str,
         payload: &str,
         now_ms: i64,
+        conditions: Conditions,
         forget_at: impl FnOnce() -> Option<i64>,
     ) -> Handled {
+        if self.is_busy(key, now_ms) {
+            return Handled::reply(ProviderReply::Conflict, false);
+        }
         let mut key_was_forgotten = false;
         if let Some(entry) = self.keys.get(key) {
             if entry
@@ -97,35 +163,35 @@ impl ProviderModel {
             {
                 self.keys.remove(key);
                 key_was_forgotten = true;
-            } else if entry.payload == payload {
-                let effect_id = self.effects[entry.effect].id.clone();
-                return Handled {
-                    reply: ProviderReply::Accepted {
-                        effect_id,
-                        replayed: true,
-                    },
-                    new_effect: None,
-                    key_was_forgotten,
-                };
             } else {
-                return Handled {
-                    reply: ProviderReply::Rejected {
-                        status: 422,
-                        reason: "idempotency key reused with a different payload".to_owned(),
-                    },
-                    new_effect: None,
-                    key_was_forgotten,
-                };
+                return self.answer_from_store(key, payload, conditions.replay_on_mismatch);
             }
+        }
+        if conditions.fail_before_acting {
+            if conditions.sticky_errors {
+                let stored = Stored::Error {
+                    reason: "500 internal error (cached under this key)".to_owned(),
+                };
+                self.keys.insert(
+                    key.to_owned(),
+                    KeyEntry {
+                        stored,
+                        forget_at_ms: forget_at(),
+                        locked_until_ms: 0,
+                    },
+                );
+            }
+            let result = Err(CallError::Unavailable("500 internal error".to_owned()));
+            return Handled {
+                result,
+                new_effect: None,
+                key_was_forgotten,
+            };
         }
         let operation = match FulfillmentPayload::parse(payload) {
             Ok(parsed) => parsed.operation_key(),
             Err(reason) => {
-                return Handled {
-                    reply: ProviderReply::Rejected { status: 400, reason },
-                    new_effect: None,
-                    key_was_forgotten,
-                };
+                return Handled::reply(ProviderReply::Rejected { status: 400, reason }, key_was_forgotten);
             }
         };
         let index = self.effects.len();
@@ -142,21 +208,53 @@ impl ProviderModel {
             .or_default()
             .push(index);
         self.effect_by_key.entry(key.to_owned()).or_insert(index);
-        self.keys.insert(
-            key.to_owned(),
-            KeyEntry {
+        let entry = KeyEntry {
+            stored: Stored::Result {
                 payload: payload.to_owned(),
                 effect: index,
-                forget_at_ms: forget_at(),
             },
-        );
+            forget_at_ms: forget_at(),
+            locked_until_ms: now_ms + conditions.lock_after_ms,
+        };
+        self.keys.insert(key.to_owned(), entry);
         Handled {
-            reply: ProviderReply::Accepted {
+            result: Ok(ProviderReply::Accepted {
                 effect_id,
                 replayed: false,
-            },
+            }),
             new_effect: Some(index),
             key_was_forgotten,
+        }
+    }
+
+    fn answer_from_store(&self, key: &str, payload: &str, replay_on_mismatch: bool) -> Handled {
+        let entry = &self.keys[key];
+        match &entry.stored {
+            Stored::Error { reason } => Handled {
+                result: Err(CallError::Unavailable(reason.clone())),
+                new_effect: None,
+                key_was_forgotten: false,
+            },
+            Stored::Result {
+                payload: stored,
+                effect,
+            } if stored == payload || replay_on_mismatch => {
+                let effect_id = self.effects[*effect].id.clone();
+                Handled::reply(
+                    ProviderReply::Accepted {
+                        effect_id,
+                        replayed: true,
+                    },
+                    false,
+                )
+            }
+            Stored::Result { .. } => Handled::reply(
+                ProviderReply::Rejected {
+                    status: 422,
+                    reason: "idempotency key reused with a different payload".to_owned(),
+                },
+                false,
+            ),
         }
     }
 
@@ -206,25 +304,32 @@ mod tests {
         }
     }
 
+    const PLAIN: Conditions = Conditions {
+        fail_before_acting: false,
+        sticky_errors: false,
+        replay_on_mismatch: false,
+        lock_after_ms: 0,
+    };
+
     #[test]
     fn a_live_key_replays_and_a_forgotten_key_acts_again() {
         let mut provider = ProviderModel::default();
-        let first = provider.handle(&send("k", &payload(1)), 0, || Some(1_000));
+        let first = provider.handle(&send("k", &payload(1)), 0, PLAIN, || Some(1_000));
         assert_eq!(first.new_effect, Some(0));
-        let replay = provider.handle(&send("k", &payload(1)), 999, || unreachable!());
+        let replay = provider.handle(&send("k", &payload(1)), 999, PLAIN, || unreachable!());
         assert_eq!(
-            replay.reply,
-            ProviderReply::Accepted {
+            replay.result,
+            Ok(ProviderReply::Accepted {
                 effect_id: "shp-1".into(),
                 replayed: true
-            }
+            })
         );
-        let mismatch = provider.handle(&send("k", &payload(2)), 999, || unreachable!());
+        let mismatch = provider.handle(&send("k", &payload(2)), 999, PLAIN, || unreachable!());
         assert!(matches!(
-            mismatch.reply,
-            ProviderReply::Rejected { status: 422, .. }
+            mismatch.result,
+            Ok(ProviderReply::Rejected { status: 422, .. })
         ));
-        let after_expiry = provider.handle(&send("k", &payload(1)), 1_000, || None);
+        let after_expiry = provider.handle(&send("k", &payload(1)), 1_000, PLAIN, || None);
         assert!(after_expiry.key_was_forgotten);
         assert_eq!(after_expiry.new_effect, Some(1));
         assert_eq!(provider.effects_for("t/o/fulfill/v1").count(), 2);
@@ -233,23 +338,98 @@ mod tests {
     #[test]
     fn lookup_survives_key_expiry_and_bad_payloads_are_rejected() {
         let mut provider = ProviderModel::default();
-        provider.handle(&send("k", &payload(1)), 0, || Some(10));
+        provider.handle(&send("k", &payload(1)), 0, PLAIN, || Some(10));
         let lookup = ProviderRequest::Lookup {
             idempotency_key: "k".into(),
         };
         assert!(matches!(
-            provider.handle(&lookup, 50, || None).reply,
-            ProviderReply::Found { .. }
+            provider.handle(&lookup, 50, PLAIN, || None).result,
+            Ok(ProviderReply::Found { .. })
         ));
         let unknown = ProviderRequest::Lookup {
             idempotency_key: "other".into(),
         };
         assert_eq!(
-            provider.handle(&unknown, 50, || None).reply,
-            ProviderReply::NotFound
+            provider.handle(&unknown, 50, PLAIN, || None).result,
+            Ok(ProviderReply::NotFound)
         );
-        let bad = provider.handle(&send("x", "not json"), 0, || None);
-        assert!(matches!(bad.reply, ProviderReply::Rejected { status: 400, .. }));
+        let bad = provider.handle(&send("x", "not json"), 0, PLAIN, || None);
+        assert!(matches!(
+            bad.result,
+            Ok(ProviderReply::Rejected { status: 400, .. })
+        ));
         assert_eq!(provider.effects().len(), 1);
+    }
+
+    #[test]
+    fn keys_in_progress_or_locked_answer_409() {
+        let mut provider = ProviderModel::default();
+        provider.begin_processing("k");
+        let during = provider.handle(&send("k", &payload(1)), 0, PLAIN, || None);
+        assert_eq!(during.result, Ok(ProviderReply::Conflict));
+        provider.end_processing("k");
+        let locking = Conditions {
+            lock_after_ms: 100,
+            ..PLAIN
+        };
+        assert!(
+            provider
+                .handle(&send("k", &payload(1)), 0, locking, || None)
+                .new_effect
+                .is_some()
+        );
+        assert_eq!(
+            provider
+                .handle(&send("k", &payload(1)), 50, PLAIN, || None)
+                .result,
+            Ok(ProviderReply::Conflict)
+        );
+        assert!(matches!(
+            provider
+                .handle(&send("k", &payload(1)), 100, PLAIN, || None)
+                .result,
+            Ok(ProviderReply::Accepted { replayed: true, .. })
+        ));
+    }
+
+    #[test]
+    fn a_mismatch_is_rejected_or_silently_replayed() {
+        let mut provider = ProviderModel::default();
+        provider.handle(&send("k", &payload(1)), 0, PLAIN, || None);
+        let lenient = Conditions {
+            replay_on_mismatch: true,
+            ..PLAIN
+        };
+        let replayed = provider.handle(&send("k", &payload(2)), 1, lenient, || None);
+        assert!(matches!(
+            replayed.result,
+            Ok(ProviderReply::Accepted { replayed: true, .. })
+        ));
+        assert_eq!(provider.effects().len(), 1);
+    }
+
+    #[test]
+    fn a_sticky_error_repeats_until_the_key_is_forgotten() {
+        let mut provider = ProviderModel::default();
+        let failing = Conditions {
+            fail_before_acting: true,
+            sticky_errors: true,
+            ..PLAIN
+        };
+        assert!(
+            provider
+                .handle(&send("k", &payload(1)), 0, failing, || Some(500))
+                .result
+                .is_err()
+        );
+        assert!(
+            provider
+                .handle(&send("k", &payload(1)), 100, PLAIN, || None)
+                .result
+                .is_err(),
+            "cached"
+        );
+        let after = provider.handle(&send("k", &payload(1)), 500, PLAIN, || None);
+        assert!(after.key_was_forgotten && after.new_effect.is_some());
     }
 }

@@ -2,12 +2,15 @@
 //!
 //! The executor is single-threaded. Each step picks one ready item with the scheduler's stream
 //! (a task to poll up to its next scheduling point, or a world event such as a delivery attempt or
-//! an answer on the wire), lets the fault models crash the item's process first, then applies the
-//! step's commits to the view, checks the safety invariants, writes one trace line and advances
-//! the clock by a millisecond. When nothing is ready the clock jumps to the next timer. After the
-//! fault phase every fault model heals and crashed processes restart; the run continues until the
-//! world is quiet (or a bound), and the liveness invariants give the verdict. Every loop here is
-//! bounded by the configuration's step and time limits.
+//! an answer on the wire), lets the fault models act on the item's process first (crash it, pause
+//! the task, fail its statement with `SQLITE_BUSY`, move its clock), then applies the step's
+//! commits to the view, checks the safety invariants, writes one trace line and advances the clock
+//! by a millisecond. When nothing is ready the clock jumps to the next timer. After the fault
+//! phase every fault model heals, crashed processes restart, and the operator requeues dead
+//! obligations and redelivers webhooks whose retries ran out (as a Stripe or GitHub user does from
+//! the dashboard after an incident); the run continues
+//! until the world is quiet (or a bound), and the liveness invariants give the verdict. Every loop
+//! here is bounded by the configuration's step and time limits.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -21,13 +24,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{SimConfig, Workload};
 use crate::db::{Backend, Database};
-use crate::faults::{self, FaultAction, ProcessRole};
+use crate::faults::{self, FaultAction, FaultModel, ProcessRole};
 use crate::invariants::{self, CommitRecord, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
 use crate::sim_env::SimEnv;
-use crate::system::{ObservedRow, System};
+use crate::system::{ObservedRow, OrderStatus, System};
 use crate::trace::format_time_ms;
-use crate::world::{DeliveryRef, Item, Process, TaskId, TaskKind, World, WorldEvent};
+use crate::world::{DeliveryKind, DeliveryRef, Item, Process, TaskId, TaskKind, World, WorldEvent};
 
 /// How to run a seed.
 #[derive(Debug, Clone)]
@@ -143,14 +146,28 @@ impl Simulation {
             processes.push(Process::new(format!("relay-{index}"), ProcessRole::RelayWorker));
         }
         processes.push(Process::new("purge".to_owned(), ProcessRole::Purger));
+        processes.push(Process::new("operator".to_owned(), ProcessRole::Operator));
 
-        let mut fault_models = Vec::new();
+        let mut fault_models: Vec<Box<dyn FaultModel>> = Vec::new();
         for kind in faults::registry() {
             if let Some(settings) = config.faults.get(kind.name) {
                 let rng = SimRng::stream(seed, &faults::decision_stream_label(kind.name));
                 fault_models.push((kind.build)(settings, rng)?);
             }
         }
+        let workload = if scripted {
+            workload
+        } else {
+            // Fault models that add events or change their delivery do it once, before the run.
+            let context = config.fault_context();
+            let Workload {
+                fixtures, mut events, ..
+            } = workload;
+            for fault in fault_models.iter_mut() {
+                fault.shape_workload(&mut events, &context);
+            }
+            Workload::new(fixtures, events)
+        };
 
         let mut world = World::new(
             seed,
@@ -167,12 +184,13 @@ impl Simulation {
             .view
             .apply(&*system, &world.observed_tables, setup_changes)?;
         world.trace.push(format!(
-            "setup system={} seed={seed} rows={} accounts={} orders={} events={} receivers={} relay-workers={} sender={}",
+            "setup system={} seed={seed} rows={} accounts={} orders={} events={} streams={} receivers={} relay-workers={} sender={}",
             system.name(),
             diffs.len(),
             world.workload.fixtures.accounts.len(),
             world.workload.fixtures.orders.len(),
             world.workload.events.len(),
+            world.sender.streams().len(),
             world.config.receivers,
             world.config.relay_workers,
             world.config.sender_preset.name(),
@@ -216,7 +234,7 @@ impl Simulation {
         let mut world = self.world.borrow_mut();
         if !self.scripted {
             for (index, event) in world.workload.events.clone().iter().enumerate() {
-                world.schedule_event(event.emit_at_ms, WorldEvent::Emit { event: index });
+                world.schedule_event(event.created_ms, WorldEvent::Emit { event: index });
             }
         }
         for index in 0..world.faults.len() {
@@ -250,12 +268,25 @@ impl Simulation {
         }
     }
 
-    /// Stops every fault model and restarts every crashed process at once.
+    /// Stops every fault model, restarts every crashed process, sets every clock right, and has
+    /// the operator clean up after the incident.
     pub(crate) fn heal(&mut self) {
         let mut world = self.world.borrow_mut();
         world.healed = true;
         for fault in world.faults.iter_mut() {
             fault.heal();
+        }
+        // Setting a clock right is a clock jump too, for every task that read the wrong time.
+        let skewed: Vec<usize> = (0..world.processes.len())
+            .filter(|&index| world.processes[index].clock_offset_ms != 0)
+            .collect();
+        for state in world.tasks.values_mut() {
+            if skewed.contains(&state.process) {
+                state.disturbed = true;
+            }
+        }
+        for process in world.processes.iter_mut() {
+            process.clock_offset_ms = 0;
         }
         let now_ms = world.now_ms;
         let down: Vec<usize> = (0..world.processes.len())
@@ -264,8 +295,15 @@ impl Simulation {
         for &process in &down {
             world.schedule_event(now_ms, WorldEvent::Restart { process });
         }
+        world.schedule_event(now_ms + OPERATOR_DELAY_MS, WorldEvent::OperatorRequeue);
+        if !world.sender.streams().is_empty() {
+            world.schedule_event(
+                now_ms + OPERATOR_DELAY_MS,
+                WorldEvent::OperatorRedeliver { round: 1 },
+            );
+        }
         let line = format!(
-            "{:>6} {:>12} {:<13} heal: faults stop, {} crashed processes restart",
+            "{:>6} {:>12} {:<13} heal: faults stop, {} crashed processes restart, clocks are set right",
             world.step,
             format_time_ms(now_ms),
             "world",
@@ -329,11 +367,15 @@ impl Simulation {
                         world.processes[*process].id.clone()
                     }
                     WorldEvent::FaultTimer { fault } => format!("fault:{}", world.faults[*fault].name()),
+                    WorldEvent::ProviderActs { .. } => "provider".to_owned(),
+                    WorldEvent::OperatorRequeue | WorldEvent::OperatorRedeliver { .. } => {
+                        "operator".to_owned()
+                    }
                     _ => "sender".to_owned(),
                 },
             }
         };
-        if !self.crash_at(item)? {
+        if !self.fault_at(item)? {
             match item {
                 Item::Task(task) => self.poll_task(task)?,
                 Item::Event(event) => self.handle_event(event)?,
@@ -354,33 +396,77 @@ impl Simulation {
         self.finish_step(&actor)
     }
 
-    /// Lets the fault models crash the process `item` belongs to. Returns whether it crashed.
-    fn crash_at(&mut self, item: Item) -> Result<bool, String> {
+    /// Lets the fault models act on the process `item` belongs to, before it runs. Returns true
+    /// when the item must not run in this step (its process crashed, or its task was paused).
+    fn fault_at(&mut self, item: Item) -> Result<bool, String> {
         let decision = {
             let mut world = self.world.borrow_mut();
-            let Some(process) = world.process_of(item) else {
+            let Some((process, op)) = world.target_of(item) else {
                 return Ok(false);
             };
             let role = world.processes[process].role;
             let mut decision = None;
             for fault in world.faults.iter_mut() {
-                let action = fault.at_scheduling_point(role);
-                decision = decision.or(action);
+                let action = fault.at_scheduling_point(role, op);
+                decision = decision.or(action.map(|action| (fault.name(), action)));
             }
-            match decision {
-                Some(FaultAction::Crash { restart_after_ms }) => Some((process, restart_after_ms)),
-                _ => None,
-            }
+            decision.map(|(fault, action)| (process, fault, action))
         };
-        let Some((process, restart_after_ms)) = decision else {
+        let Some((process, fault, action)) = decision else {
             return Ok(false);
         };
-        if let Item::Event(event) = item {
-            // The crash takes the answer that was about to be written with it.
-            self.world.borrow_mut().take_event(event);
+        match (action, item) {
+            (FaultAction::Crash { restart_after_ms }, _) => {
+                if let Item::Event(event) = item {
+                    // The crash takes the answer that was about to be written with it.
+                    self.world.borrow_mut().take_event(event);
+                }
+                self.crash(process, restart_after_ms);
+                Ok(true)
+            }
+            (FaultAction::Pause { duration_ms }, Item::Task(task)) => {
+                let mut world = self.world.borrow_mut();
+                world.pause_task(task, duration_ms);
+                let what = format!(
+                    "{} pauses for {}",
+                    world.processes[process].id,
+                    World::duration(duration_ms)
+                );
+                world.note(&what);
+                world.record_fault(fault, &what);
+                Ok(true)
+            }
+            (FaultAction::Busy, Item::Task(task)) => {
+                let mut world = self.world.borrow_mut();
+                world
+                    .tasks
+                    .get_mut(&task)
+                    .expect("a ready task is registered")
+                    .inject_busy = true;
+                let what = format!("SQLITE_BUSY injected into {}", world.processes[process].id);
+                world.record_fault(fault, &what);
+                Ok(false)
+            }
+            (FaultAction::ClockJump { offset_ms }, _) => {
+                let mut world = self.world.borrow_mut();
+                world.processes[process].clock_offset_ms = offset_ms;
+                if let Item::Task(task) = item {
+                    world
+                        .tasks
+                        .get_mut(&task)
+                        .expect("a ready task is registered")
+                        .disturbed = true;
+                }
+                let what = format!(
+                    "{} clock set {offset_ms:+} ms from true time",
+                    world.processes[process].id
+                );
+                world.note(&what);
+                world.record_fault(fault, &what);
+                Ok(false)
+            }
+            _ => Ok(false),
         }
-        self.crash(process, restart_after_ms);
-        Ok(true)
     }
 
     pub(crate) fn crash(&mut self, process: usize, restart_after_ms: i64) {
@@ -447,70 +533,109 @@ impl Simulation {
         &self.system
     }
 
-    pub(crate) fn spawn_handler(&mut self, process: usize, delivery: DeliveryRef) -> Result<TaskId, String> {
-        let (webhook, account, event_id) = {
-            let world = self.world.borrow();
-            let event = &world.workload.events[delivery.event];
-            let body = serde_json::json!({
-                "id": event.event_id,
-                "type": commitgap::receiver::PAYMENT_SUCCEEDED,
-                "account": event.account,
-                "order": event.order,
-            })
-            .to_string();
-            let webhook = WebhookDelivery {
-                webhook_id: format!("msg_{}_{}", event.account, event.event_id),
-                timestamp_s: world.now_ms / 1_000,
-                body,
-            };
-            (webhook, event.account.clone(), event.event_id.clone())
-        };
+    /// Starts a handler for `webhook` at receiver `process`. `delivery` says which sender stream
+    /// awaits the answer; `None` for a delivery a scenario made by hand.
+    pub(crate) fn spawn_handler(
+        &mut self,
+        process: usize,
+        webhook: WebhookDelivery,
+        account: String,
+        event_id: String,
+        delivery: Option<DeliveryRef>,
+    ) -> Result<TaskId, String> {
         let system = Arc::clone(&self.system);
         let world = Rc::clone(&self.world);
+        let commits_after_answer = system.commits_after_answer();
         let kind = TaskKind::Handler {
             delivery,
             account,
             event_id,
         };
         self.spawn(process, kind, move |env, task| {
-            let handling = system.handle_delivery(env, webhook);
+            let handling = system.handle_delivery(Rc::clone(&env), webhook);
             Box::pin(async move {
                 let answer = handling.await;
                 world.borrow_mut().handler_finished(task, answer);
+                if commits_after_answer {
+                    // The framework commits whatever the handler left open, after the answer.
+                    let _ = env.execute("COMMIT", &[]).await;
+                }
             })
         })
+    }
+
+    /// The webhook the sender delivers for `stream` now.
+    fn webhook_for(&self, stream: usize) -> (WebhookDelivery, String, String) {
+        let world = self.world.borrow();
+        let record = world.sender.stream(stream);
+        let event = &world.workload.events[record.event];
+        let webhook = WebhookDelivery {
+            webhook_id: format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription),
+            timestamp_s: world.now_ms / 1_000,
+            body: event.body(),
+        };
+        (webhook, event.account.clone(), event.event_id.clone())
     }
 
     fn handle_event(&mut self, event: crate::world::EventId) -> Result<(), String> {
         let event = self.world.borrow_mut().take_event(event);
         match event {
             WorldEvent::Emit { event } => {
-                {
-                    let mut world = self.world.borrow_mut();
-                    world.sender.emit(event);
-                    let spec = &world.workload.events[event];
-                    let text = format!(
-                        "emit {} ({}, order {}/{})",
-                        spec.event_id, spec.account, spec.tenant, spec.order
-                    );
-                    world.note(&text);
+                let mut world = self.world.borrow_mut();
+                let spec = world.workload.events[event].clone();
+                let streams: Vec<usize> = world.sender.streams_of(event).collect();
+                for &stream in &streams {
+                    world.sender.emit(stream);
+                    world.schedule_event(spec.deliver_at_ms, WorldEvent::Attempt { stream });
                 }
-                self.attempt(event)
+                for extra in &spec.extra_deliveries {
+                    let reason = extra.reason.clone();
+                    world.schedule_event(
+                        extra.at_ms,
+                        WorldEvent::Extra {
+                            stream: streams[0],
+                            reason,
+                        },
+                    );
+                }
+                let text = format!(
+                    "emit {} {} ({}, order {}/{}, {} subscriptions)",
+                    spec.kind.type_name(),
+                    spec.event_id,
+                    spec.account,
+                    spec.tenant,
+                    spec.order,
+                    streams.len()
+                );
+                world.note(&text);
+                Ok(())
             }
-            WorldEvent::Attempt { event } => self.attempt(event),
-            WorldEvent::AttemptTimeout { event, attempt } => {
+            WorldEvent::Attempt { stream } => self.attempt(stream),
+            WorldEvent::Extra { stream, reason } => {
+                self.world.borrow_mut().record_fault(
+                    if reason.contains("resend") {
+                        "late-delivery"
+                    } else {
+                        "spontaneous-duplicate"
+                    },
+                    &format!("{reason} of stream {stream}"),
+                );
+                self.deliver(stream, 0, DeliveryKind::Extra, &reason)
+            }
+            WorldEvent::AttemptTimeout { stream, attempt } => {
                 let mut world = self.world.borrow_mut();
                 let now_ms = world.now_ms;
-                if let Some(next_ms) = world.sender.time_out(event, attempt, now_ms) {
-                    world.schedule_event(next_ms, WorldEvent::Attempt { event });
+                if let Some(next_ms) = world.sender.time_out(stream, attempt, now_ms) {
+                    world.schedule_event(next_ms, WorldEvent::Attempt { stream });
                     let text = format!(
-                        "attempt {attempt} of {} timed out; next attempt in {}",
-                        world.workload.events[event].event_id,
+                        "attempt {attempt} of stream {stream} timed out; next attempt in {}",
                         World::duration(next_ms - now_ms)
                     );
                     world.note(&text);
                 } else {
-                    world.note("timeout of a settled attempt ignored");
+                    world.note(&format!(
+                        "attempt {attempt} of stream {stream} settled before its timeout"
+                    ));
                 }
                 Ok(())
             }
@@ -523,49 +648,50 @@ impl Simulation {
                 let mut world = self.world.borrow_mut();
                 let alive =
                     world.processes[process].up && world.processes[process].incarnation == incarnation;
-                if !alive {
-                    world.note("answer lost: the receiver crashed before writing it");
-                } else if world.webhook_answer_dropped() {
-                    let what = format!(
-                        "answer {answer} to {} lost",
-                        world.workload.events[delivery.event].event_id
-                    );
-                    world.note(&what);
-                    world.record_fault("lost-ack", &what);
-                } else {
-                    let at_ms = world.now_ms + world.network_latency_ms();
-                    world.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
-                    world.note("answer sent");
+                match delivery {
+                    _ if !alive => world.note("answer lost: the receiver crashed before writing it"),
+                    None => world.note("answer written (no sender waits for it)"),
+                    Some(delivery) if world.webhook_answer_dropped() => {
+                        let what = format!("answer {answer} to stream {} lost", delivery.stream);
+                        world.note(&what);
+                        world.record_fault("lost-ack", &what);
+                    }
+                    Some(delivery) => {
+                        let at_ms = world.now_ms + world.network_latency_ms();
+                        world.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
+                        world.note("answer sent");
+                    }
                 }
                 Ok(())
             }
             WorldEvent::AnswerArrives { delivery, answer } => {
                 let mut world = self.world.borrow_mut();
-                let event_id = world.workload.events[delivery.event].event_id.clone();
-                if delivery.duplicate {
-                    world.note(&format!("answer {answer} to a duplicate of {event_id} ignored"));
-                    return Ok(());
-                }
                 let now_ms = world.now_ms;
-                let next = world.sender.answer(
-                    delivery.event,
-                    delivery.attempt,
-                    answer.is_success(),
-                    &answer.to_string(),
-                    now_ms,
+                let stream = delivery.stream;
+                let mut text = format!(
+                    "sender got {answer} for stream {stream} attempt {}",
+                    delivery.attempt
                 );
-                let mut text = format!("sender got {answer} for {event_id} attempt {}", delivery.attempt);
-                if let Some(next_ms) = next {
-                    world.schedule_event(
-                        next_ms,
-                        WorldEvent::Attempt {
-                            event: delivery.event,
-                        },
-                    );
-                    text.push_str(&format!(
-                        "; next attempt in {}",
-                        World::duration(next_ms - now_ms)
-                    ));
+                match delivery.kind {
+                    DeliveryKind::Copy => text.push_str(" (a copy; ignored)"),
+                    DeliveryKind::Extra => world.sender.answer_extra(stream, answer.is_success()),
+                    DeliveryKind::Scheduled => {
+                        let success = answer.is_success();
+                        let next = world.sender.answer(
+                            stream,
+                            delivery.attempt,
+                            success,
+                            &answer.to_string(),
+                            now_ms,
+                        );
+                        if let Some(next_ms) = next {
+                            world.schedule_event(next_ms, WorldEvent::Attempt { stream });
+                            text.push_str(&format!(
+                                "; next attempt in {}",
+                                World::duration(next_ms - now_ms)
+                            ));
+                        }
+                    }
                 }
                 world.note(&text);
                 Ok(())
@@ -598,6 +724,39 @@ impl Simulation {
                 }
                 Ok(())
             }
+            WorldEvent::ProviderActs { request } => {
+                self.world.borrow_mut().provider_acts(&request);
+                Ok(())
+            }
+            WorldEvent::OperatorRequeue => {
+                let Some(process) = self.world.borrow().process_with_role(ProcessRole::Operator) else {
+                    return Ok(());
+                };
+                self.world.borrow_mut().note("operator requeues dead obligations");
+                let system = Arc::clone(&self.system);
+                self.spawn(process, TaskKind::Operator, move |env, _| {
+                    system.requeue_dead_obligations(env)
+                })?;
+                Ok(())
+            }
+            WorldEvent::OperatorRedeliver { round } => {
+                let given_up = self.world.borrow().sender.given_up();
+                self.world.borrow_mut().note(&format!(
+                    "operator redelivers {} failed deliveries (round {round})",
+                    given_up.len()
+                ));
+                for stream in given_up.iter().copied() {
+                    self.deliver(stream, 0, DeliveryKind::Extra, "manual redelivery")?;
+                }
+                // Late deliveries may still fail after this round, so the operator keeps looking
+                // while anything is unsettled (the liveness bound ends it if nothing helps).
+                let mut world = self.world.borrow_mut();
+                if world.sender.unsettled() > 0 {
+                    let at_ms = world.now_ms + OPERATOR_REDELIVERY_INTERVAL_MS;
+                    world.schedule_event(at_ms, WorldEvent::OperatorRedeliver { round: round + 1 });
+                }
+                Ok(())
+            }
         }
     }
 
@@ -613,9 +772,7 @@ impl Simulation {
                 let purger = {
                     let mut world = self.world.borrow_mut();
                     let name = world.faults[fault].name();
-                    let purger = (0..world.processes.len()).find(|&index| {
-                        world.processes[index].role == ProcessRole::Purger && world.processes[index].up
-                    });
+                    let purger = world.process_with_role(ProcessRole::Purger);
                     let what = match purger {
                         Some(_) => {
                             format!("purge receipts received before {}", format_time_ms(older_than_ms))
@@ -635,54 +792,81 @@ impl Simulation {
                 })?;
                 Ok(())
             }
-            FaultAction::Crash { .. } => Ok(()),
+            _ => Ok(()),
         }
     }
 
-    /// The sender makes the next attempt at `event`, with any duplicate copies.
-    fn attempt(&mut self, event: usize) -> Result<(), String> {
-        let (attempt, receivers) = {
+    /// The sender makes the next scheduled attempt of `stream`, with any concurrent copies.
+    fn attempt(&mut self, stream: usize) -> Result<(), String> {
+        let (attempt, copies) = {
             let mut world = self.world.borrow_mut();
-            let attempt = world.sender.begin_attempt(event);
-            let copies = 1 + world.extra_deliveries();
-            let receivers: Vec<usize> = (0..copies).filter_map(|_| world.pick_receiver()).collect();
-            let event_id = world.workload.events[event].event_id.clone();
             let now_ms = world.now_ms;
-            if receivers.is_empty() {
-                let next = world.sender.refuse(event, attempt, now_ms);
-                if let Some(next_ms) = next {
-                    world.schedule_event(next_ms, WorldEvent::Attempt { event });
+            let attempt = world.sender.begin_attempt(stream, now_ms);
+            let timeout_ms = now_ms + world.config.sender_timeout_ms;
+            world.schedule_event(timeout_ms, WorldEvent::AttemptTimeout { stream, attempt });
+            let copies = world.extra_deliveries();
+            if copies > 0 {
+                world.record_fault(
+                    "duplicate-delivery",
+                    &format!("{} copies of stream {stream} at once", copies + 1),
+                );
+            }
+            (attempt, copies)
+        };
+        self.deliver(stream, attempt, DeliveryKind::Scheduled, "")?;
+        for _ in 0..copies {
+            self.deliver(stream, attempt, DeliveryKind::Copy, "copy")?;
+        }
+        Ok(())
+    }
+
+    /// Sends one delivery of `stream` to a receiver, unless it is lost or no receiver is up.
+    fn deliver(
+        &mut self,
+        stream: usize,
+        attempt: u32,
+        kind: DeliveryKind,
+        label: &str,
+    ) -> Result<(), String> {
+        let (webhook, account, event_id) = self.webhook_for(stream);
+        let receiver = {
+            let mut world = self.world.borrow_mut();
+            let now_ms = world.now_ms;
+            let what = match kind {
+                DeliveryKind::Scheduled => {
+                    format!("deliver {event_id} ({account}) stream {stream} attempt {attempt}")
                 }
-                world.note(&format!(
-                    "attempt {attempt} of {event_id}: connection refused, no receiver up"
-                ));
+                _ => format!("deliver {event_id} ({account}) stream {stream} ({label})"),
+            };
+            if world.request_dropped() {
+                world.note(&format!("{what}: lost on the way in"));
+                world.record_fault("request-lost", &format!("{what} lost"));
                 return Ok(());
             }
-            let names: Vec<String> = receivers
-                .iter()
-                .map(|&index| world.processes[index].id.clone())
-                .collect();
-            let mut text = format!("deliver {event_id} attempt {attempt} -> {}", names.join(", "));
-            if receivers.len() > 1 {
-                let copies = format!("{} copies of {event_id} in flight at once", receivers.len());
-                world.record_fault("duplicate-delivery", &copies);
-                text.push_str(" (duplicates)");
+            match world.pick_receiver() {
+                Some(receiver) => {
+                    let text = format!("{what} -> {}", world.processes[receiver].id);
+                    world.note(&text);
+                    receiver
+                }
+                None => {
+                    world.note(&format!("{what}: connection refused, no receiver up"));
+                    if kind == DeliveryKind::Scheduled
+                        && let Some(next_ms) =
+                            world.sender.refuse(stream, attempt, "connection refused", now_ms)
+                    {
+                        world.schedule_event(next_ms, WorldEvent::Attempt { stream });
+                    }
+                    return Ok(());
+                }
             }
-            world.note(&text);
-            let timeout_ms = now_ms + world.config.sender_timeout_ms;
-            world.schedule_event(timeout_ms, WorldEvent::AttemptTimeout { event, attempt });
-            (attempt, receivers)
         };
-        for (copy, process) in receivers.into_iter().enumerate() {
-            self.spawn_handler(
-                process,
-                DeliveryRef {
-                    event,
-                    attempt,
-                    duplicate: copy > 0,
-                },
-            )?;
-        }
+        let delivery = DeliveryRef {
+            stream,
+            attempt,
+            kind,
+        };
+        self.spawn_handler(receiver, webhook, account, event_id, Some(delivery))?;
         Ok(())
     }
 
@@ -759,6 +943,11 @@ impl Simulation {
     }
 }
 
+/// How long after heal the operator steps in.
+const OPERATOR_DELAY_MS: i64 = 60_000;
+/// How often the operator looks for webhooks that still fail and redelivers them.
+const OPERATOR_REDELIVERY_INTERVAL_MS: i64 = 30 * 60_000;
+
 impl Drop for Simulation {
     fn drop(&mut self) {
         // Futures hold environments that point back at the world; drop them first so the world
@@ -788,7 +977,8 @@ fn failure_of(invariant: &dyn Invariant, observation: &Observation<'_>, world: &
     })
 }
 
-/// Remembers who took each lease and which events were ever received.
+/// Remembers who took each lease, which events were ever received, and which orders were
+/// refunded before they were paid.
 fn record_history(
     history: &mut crate::invariants::History,
     process_id: &str,
@@ -812,6 +1002,13 @@ fn record_history(
                 history
                     .ever_received
                     .insert((receipt.account.clone(), receipt.event_id.clone()));
+            }
+            (Some(ObservedRow::Order(before)), Some(ObservedRow::Order(after)))
+                if before.status == OrderStatus::AwaitingPayment && after.status == OrderStatus::Refunded =>
+            {
+                history
+                    .refunded_before_payment
+                    .insert((after.tenant.clone(), after.order.clone()));
             }
             _ => {}
         }

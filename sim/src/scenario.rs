@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use commitgap::env::Row;
 use commitgap::provider::ProviderRequest;
-use commitgap::receiver::Answer;
+use commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap::relay::RelaySettings;
 
 use crate::config::{EventSpec, SimConfig, Workload};
@@ -23,7 +23,7 @@ use crate::rng::Ratio;
 use crate::run::{Failure, Simulation, StepOutcome};
 use crate::sender::SenderPreset;
 use crate::system::{Fixtures, System};
-use crate::world::{DeliveryRef, Item, TaskId, TaskKind};
+use crate::world::{Item, TaskId, TaskKind};
 
 /// The shape of a scenario's world.
 #[derive(Debug, Clone)]
@@ -102,25 +102,41 @@ impl Scenario {
         })
     }
 
-    /// Starts one delivery of event `event_id` (of the scenario's events) at receiver
-    /// `receiver` (1 for `receiver-1`). The handler runs up to its first statement.
+    /// Starts one delivery of event `event_id` (of the scenario's events; the first one with that
+    /// id) at receiver `receiver` (1 for `receiver-1`). The handler runs up to its first statement.
     pub fn deliver(&mut self, receiver: u32, event_id: &str) -> Result<Task, String> {
-        let event = {
+        let (account, body) = {
             let world = self.simulation.world.borrow();
-            world
+            let event = world
                 .workload
                 .events
                 .iter()
-                .position(|event| event.event_id == event_id)
-                .ok_or_else(|| format!("no scenario event {event_id:?}"))?
+                .find(|event| event.event_id == event_id)
+                .ok_or_else(|| format!("no scenario event {event_id:?}"))?;
+            (event.account.clone(), event.body())
         };
+        self.deliver_body(receiver, &account, event_id, &body)
+    }
+
+    /// Starts one delivery with an arbitrary `body` at receiver `receiver`, as if for event
+    /// `(account, event_id)`: for conflicting payloads and malformed input.
+    pub fn deliver_body(
+        &mut self,
+        receiver: u32,
+        account: &str,
+        event_id: &str,
+        body: &str,
+    ) -> Result<Task, String> {
         let process = self.process(&format!("receiver-{receiver}"))?;
-        let delivery = DeliveryRef {
-            event,
-            attempt: 0,
-            duplicate: true,
+        let webhook = WebhookDelivery {
+            webhook_id: format!("msg_{account}_{event_id}"),
+            timestamp_s: self.now_ms() / 1_000,
+            body: body.to_owned(),
         };
-        Ok(Task(self.simulation.spawn_handler(process, delivery)?))
+        let task =
+            self.simulation
+                .spawn_handler(process, webhook, account.to_owned(), event_id.to_owned(), None)?;
+        Ok(Task(task))
     }
 
     /// Runs `task` alone until its next statement contains `sql_fragment`, and stops before it.

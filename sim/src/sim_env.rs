@@ -17,6 +17,7 @@ use commitgap::env::{DbError, Env, LocalBoxFuture, Row, Value};
 use commitgap::provider::{CallError, ProviderCall, ProviderReply};
 
 use crate::db::StatementOutput;
+use crate::faults::PendingOp;
 use crate::world::{Park, TaskId, World};
 
 /// The environment of one simulated task.
@@ -51,11 +52,11 @@ impl SimEnv {
         }
     }
 
-    /// Parks the task until the scheduler picks it at or after `park`.
-    fn scheduling_point(&self, park: Park) -> SchedulingPoint<'_> {
+    /// Parks the task until the scheduler picks it at or after `park`, about to do `op`.
+    fn scheduling_point(&self, park: Park, op: PendingOp) -> SchedulingPoint<'_> {
         SchedulingPoint {
             env: self,
-            park: Some(park),
+            park: Some((park, op)),
         }
     }
 }
@@ -64,7 +65,7 @@ impl SimEnv {
 /// scheduler picks the task) completes.
 struct SchedulingPoint<'a> {
     env: &'a SimEnv,
-    park: Option<Park>,
+    park: Option<(Park, PendingOp)>,
 }
 
 impl Future for SchedulingPoint<'_> {
@@ -72,13 +73,14 @@ impl Future for SchedulingPoint<'_> {
 
     fn poll(mut self: Pin<&mut Self>, _context: &mut Context<'_>) -> Poll<()> {
         match self.park.take() {
-            Some(park) => {
+            Some((park, op)) => {
                 let mut world = self.env.world.borrow_mut();
-                world
+                let state = world
                     .tasks
                     .get_mut(&self.env.task)
-                    .expect("a running task is registered")
-                    .park = Some(park);
+                    .expect("a running task is registered");
+                state.park = Some(park);
+                state.pending = op;
                 Poll::Pending
             }
             None => Poll::Ready(()),
@@ -92,7 +94,9 @@ impl Env for SimEnv {
     }
 
     fn now_ms(&self) -> i64 {
-        self.world.borrow().now_ms
+        let world = self.world.borrow();
+        let process = world.tasks[&self.task].process;
+        world.process_now_ms(process)
     }
 
     fn execute<'a>(
@@ -102,7 +106,7 @@ impl Env for SimEnv {
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
         Box::pin(async move {
             self.announce(sql);
-            self.scheduling_point(Park::Now).await;
+            self.scheduling_point(Park::Now, PendingOp::of_sql(sql)).await;
             self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, false)? {
                 StatementOutput::Changed(count) => Ok(count),
@@ -118,7 +122,7 @@ impl Env for SimEnv {
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
         Box::pin(async move {
             self.announce(sql);
-            self.scheduling_point(Park::Now).await;
+            self.scheduling_point(Park::Now, PendingOp::of_sql(sql)).await;
             self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, true)? {
                 StatementOutput::Rows(rows) => Ok(rows),
@@ -135,7 +139,8 @@ impl Env for SimEnv {
                 world.note(&format!("sleep {}", World::duration(duration_ms.max(0))));
                 until_ms
             };
-            self.scheduling_point(Park::Until(until_ms)).await;
+            self.scheduling_point(Park::Until(until_ms), PendingOp::Wake)
+                .await;
             self.world.borrow_mut().note("wake");
         })
     }
@@ -145,9 +150,10 @@ impl Env for SimEnv {
         call: &'a ProviderCall,
     ) -> LocalBoxFuture<'a, Result<ProviderReply, CallError>> {
         Box::pin(async move {
-            self.scheduling_point(Park::Now).await;
+            self.scheduling_point(Park::Now, PendingOp::ProviderCall).await;
             let reply_at_ms = self.world.borrow_mut().send_provider_call(self.task, call);
-            self.scheduling_point(Park::Until(reply_at_ms)).await;
+            self.scheduling_point(Park::Until(reply_at_ms), PendingOp::ProviderReply)
+                .await;
             self.world.borrow_mut().take_reply(self.task)
         })
     }

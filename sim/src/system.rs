@@ -38,6 +38,21 @@ pub trait System: Send + Sync {
     /// Deletes receipts received before `older_than_ms`.
     fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()>;
 
+    /// The operator's recovery after an incident: moves every dead obligation back to owed. The
+    /// simulator runs it once after heal. The default does nothing (a system without a requeue
+    /// workflow).
+    fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
+        let _ = env;
+        Box::pin(async {})
+    }
+
+    /// True when the web framework commits a transaction the handler left open after the answer
+    /// is written, rather than rolling it back. The simulator then runs that COMMIT as a
+    /// scheduling point of its own, after the answer.
+    fn commits_after_answer(&self) -> bool {
+        false
+    }
+
     /// The tables whose rows [`System::decode_row`] understands. Changes to other tables are not
     /// observed.
     fn observed_tables(&self) -> &[&'static str];
@@ -84,12 +99,29 @@ pub struct OrderRow {
     pub tenant: String,
     pub order: String,
     pub status: OrderStatus,
+    pub amount_cents: i64,
 }
 
+/// The states of an order. Refunded and cancelled are terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OrderStatus {
     AwaitingPayment,
     Paid,
+    Refunded,
+    Cancelled,
+}
+
+impl OrderStatus {
+    /// Whether an order may move from `self` to `next`: `awaiting_payment -> paid`,
+    /// `awaiting_payment | paid -> refunded`, `awaiting_payment -> cancelled`, or stay.
+    pub fn may_become(self, next: OrderStatus) -> bool {
+        use OrderStatus::*;
+        self == next
+            || matches!(
+                (self, next),
+                (AwaitingPayment, Paid | Refunded | Cancelled) | (Paid, Refunded)
+            )
+    }
 }
 
 /// Work owed to the provider.
@@ -102,6 +134,10 @@ pub struct ObligationRow {
     pub status: ObligationStatus,
     /// The fencing token of the current (or last) lease; it only grows.
     pub lease_token: i64,
+    /// Who holds (or last held) the lease: an `Env::process_id`.
+    pub lease_owner: Option<String>,
+    /// When the current lease ends, by the clock of the worker that took it.
+    pub lease_expires_ms: Option<i64>,
     /// Why the obligation is dead, if it is.
     pub dead_reason: Option<String>,
 }

@@ -7,7 +7,13 @@
 //! checks); a sweep keeps the digest alone. Nothing here may read the wall clock or the
 //! environment: a line must depend on the run alone.
 
+use std::fmt::Write as _;
+
+use commitgap::env::{DbError, Value};
+use commitgap::provider::ProviderReply;
 use sha2::{Digest, Sha256};
+
+use crate::db::StatementOutput;
 
 /// Collects trace lines of one run.
 pub struct Trace {
@@ -91,6 +97,127 @@ pub fn format_duration_ms(duration_ms: i64) -> String {
         (seconds, millis) => text.push_str(&format!("{seconds}.{millis:03}s")),
     }
     text
+}
+
+// ----- How steps are described -----
+
+/// Collapses whitespace and shortens `sql` for the trace.
+pub fn summarize_sql(sql: &str, out: &mut String) {
+    const LIMIT: usize = 96;
+    let start = out.len();
+    let mut pending_space = false;
+    for character in sql.chars() {
+        if character.is_whitespace() {
+            pending_space = out.len() > start;
+            continue;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        out.push(character);
+        if out.len() - start >= LIMIT {
+            out.push('…');
+            return;
+        }
+    }
+}
+
+pub fn describe_value(value: &Value, out: &mut String) {
+    const LIMIT: usize = 40;
+    match value {
+        Value::Null => out.push_str("NULL"),
+        Value::Integer(number) => {
+            let _ = write!(out, "{number}");
+        }
+        Value::Real(number) => {
+            let _ = write!(out, "{number}");
+        }
+        Value::Text(text) if text.len() > LIMIT => {
+            let cut = (0..=LIMIT)
+                .rev()
+                .find(|&index| text.is_char_boundary(index))
+                .unwrap_or(0);
+            let _ = write!(out, "'{}…'", &text[..cut]);
+        }
+        Value::Text(text) => {
+            let _ = write!(out, "'{text}'");
+        }
+        Value::Blob(bytes) => {
+            let _ = write!(out, "<{} bytes>", bytes.len());
+        }
+    }
+}
+
+pub fn describe_statement(
+    out: &mut String,
+    sql: &str,
+    params: &[Value],
+    result: &Result<StatementOutput, DbError>,
+) {
+    if !out.is_empty() {
+        out.push_str(" | ");
+    }
+    out.push_str("sql ");
+    summarize_sql(sql, out);
+    if !params.is_empty() {
+        out.push_str(" [");
+        for (index, value) in params.iter().enumerate() {
+            if index > 0 {
+                out.push_str(", ");
+            }
+            describe_value(value, out);
+        }
+        out.push(']');
+    }
+    match result {
+        // SQLite's change count is stale after BEGIN, COMMIT and other non-DML statements.
+        Ok(StatementOutput::Changed(_)) if !changes_rows(sql) => out.push_str(" -> ok"),
+        Ok(StatementOutput::Changed(count)) => {
+            let _ = write!(out, " -> {count} changed");
+        }
+        Ok(StatementOutput::Rows(rows)) => {
+            let _ = write!(out, " -> {} rows", rows.len());
+            if let Some(first) = rows.first() {
+                out.push_str(" (");
+                for (index, value) in first.0.iter().enumerate() {
+                    if index > 0 {
+                        out.push_str(", ");
+                    }
+                    describe_value(value, out);
+                }
+                out.push(')');
+            }
+        }
+        Err(error) => {
+            let _ = write!(out, " -> error: {error}");
+        }
+    }
+}
+
+/// Whether `sql` is a statement whose change count means something.
+pub fn changes_rows(sql: &str) -> bool {
+    let keyword = sql.split_whitespace().next().unwrap_or("");
+    ["INSERT", "UPDATE", "DELETE", "REPLACE", "WITH"]
+        .iter()
+        .any(|candidate| keyword.eq_ignore_ascii_case(candidate))
+}
+
+pub fn describe_reply(reply: &ProviderReply) -> String {
+    match reply {
+        ProviderReply::Accepted {
+            effect_id,
+            replayed: false,
+        } => format!("accepted {effect_id} (new effect)"),
+        ProviderReply::Accepted {
+            effect_id,
+            replayed: true,
+        } => format!("accepted {effect_id} (replayed)"),
+        ProviderReply::Found { effect_id } => format!("found {effect_id}"),
+        ProviderReply::NotFound => "not found".to_owned(),
+        ProviderReply::Conflict => "409 conflict".to_owned(),
+        ProviderReply::Rejected { status, reason } => format!("rejected {status}: {reason}"),
+    }
 }
 
 #[cfg(test)]

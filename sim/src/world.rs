@@ -4,24 +4,25 @@
 //! The world is shared between the executor (`run`) and every task's environment (`sim_env`)
 //! through one `RefCell`; nobody holds the borrow while a task is being polled, so the code under
 //! test may call into the world at each of its scheduling points. Time is virtual and only moves
-//! forward: one millisecond per step, and in jumps to the next timer when nothing is ready. The
-//! world must not consult anything outside the run: every choice comes from a seeded stream.
+//! forward: one millisecond per step, and in jumps to the next timer when nothing is ready. Each
+//! process reads true time plus its own clock offset (see the `clock-jump` fault). The world must
+//! not consult anything outside the run: every choice comes from a seeded stream.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use commitgap::env::{DbError, Value};
-use commitgap::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
+use commitgap::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
 use commitgap::receiver::Answer;
 
 use crate::config::{SimConfig, Workload};
 use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
-use crate::faults::{FaultModel, ProcessRole};
-use crate::invariants::{AnswerRecord, History, StepRecord};
+use crate::faults::{self, FaultModel, PendingOp, ProcessRole};
+use crate::invariants::{AnswerRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::provider::ProviderModel;
 use crate::rng::SimRng;
 use crate::sender::Sender;
-use crate::trace::{Trace, format_duration_ms};
+use crate::trace::{Trace, describe_reply, describe_statement, format_duration_ms, format_time_ms};
 use crate::view::DbView;
 
 pub type TaskId = u64;
@@ -46,6 +47,8 @@ pub struct Process {
     pub id: String,
     /// Connections a finished task returned, ready for the next task (a connection pool).
     pub idle_connections: Vec<ConnectionId>,
+    /// How far this process's clock is from true time.
+    pub clock_offset_ms: i64,
 }
 
 impl Process {
@@ -58,6 +61,7 @@ impl Process {
             up: true,
             id,
             idle_connections: Vec::new(),
+            clock_offset_ms: 0,
         }
     }
 }
@@ -74,23 +78,43 @@ pub enum Park {
 /// What a task is, for the trace and the quiescence check.
 #[derive(Debug, Clone)]
 pub enum TaskKind {
+    /// `delivery` is `None` for a delivery a scenario made by hand (no sender awaits it).
     Handler {
-        delivery: DeliveryRef,
+        delivery: Option<DeliveryRef>,
         account: String,
         event_id: String,
     },
     RelayWorker,
     Purge,
+    Operator,
 }
 
-/// Which attempt of which event a delivery is.
+/// How a delivery came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryKind {
+    /// An attempt of the sender's retry schedule: its answer drives the schedule.
+    Scheduled,
+    /// A copy sent together with a scheduled attempt: its answer is not awaited.
+    Copy,
+    /// A delivery outside the schedule (a spontaneous duplicate or a manual resend): only a
+    /// success counts, and it settles a stream that gave up.
+    Extra,
+}
+
+/// Which attempt of which stream a delivery is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryRef {
-    /// Index into the workload's events.
-    pub event: usize,
+    /// Index into the sender's streams.
+    pub stream: usize,
     pub attempt: u32,
-    /// An extra copy sent by the duplicate-delivery fault: its answer is not awaited.
-    pub duplicate: bool,
+    pub kind: DeliveryKind,
+}
+
+/// The provider call a task has in flight.
+#[derive(Debug, Clone)]
+struct CallInFlight {
+    key: String,
+    operation: Option<String>,
 }
 
 /// The world's record of one task; its future lives with the executor.
@@ -101,24 +125,33 @@ pub struct TaskState {
     pub kind: TaskKind,
     pub connection: Option<ConnectionId>,
     pub park: Option<Park>,
+    /// What the task will do when it next runs.
+    pub pending: PendingOp,
     pub reply: Option<Result<ProviderReply, CallError>>,
+    /// The next statement fails with `SQLITE_BUSY` without running (a fault's decision).
+    pub inject_busy: bool,
+    /// A pause or clock jump hit the task while its current provider call was in flight.
+    pub disturbed: bool,
+    call: Option<CallInFlight>,
     timer: Option<(i64, u64)>,
 }
 
 /// Something that happens in the world outside any task.
 #[derive(Debug, Clone)]
 pub enum WorldEvent {
-    /// The sender creates event `event` and makes its first attempt.
+    /// The sender creates event `event`.
     Emit { event: usize },
-    /// The sender makes its next attempt at `event`.
-    Attempt { event: usize },
+    /// The sender makes the next scheduled attempt of `stream`.
+    Attempt { stream: usize },
     /// The sender stops waiting for attempt `attempt`.
-    AttemptTimeout { event: usize, attempt: u32 },
+    AttemptTimeout { stream: usize, attempt: u32 },
+    /// A delivery outside the schedule.
+    Extra { stream: usize, reason: String },
     /// A receiver writes its answer to the socket (a crash before this loses it).
     SendAnswer {
         process: usize,
         incarnation: u32,
-        delivery: DeliveryRef,
+        delivery: Option<DeliveryRef>,
         answer: Answer,
     },
     /// The answer reaches the sender.
@@ -127,6 +160,12 @@ pub enum WorldEvent {
     Restart { process: usize },
     /// A fault model asked to be woken.
     FaultTimer { fault: usize },
+    /// A slow provider finishes processing a request and acts.
+    ProviderActs { request: ProviderRequest },
+    /// After heal, the operator requeues dead obligations.
+    OperatorRequeue,
+    /// After heal, the operator redelivers failed webhooks by hand (senders without retries).
+    OperatorRedeliver { round: u32 },
 }
 
 /// The whole simulated world.
@@ -162,8 +201,9 @@ pub struct World {
     /// The trace text of the current step's action.
     pub line: String,
     pub trace: Trace,
-    /// Handler tasks alive plus answers still travelling; zero when no delivery is in flight.
-    pub deliveries_in_flight: usize,
+    /// Work that keeps the world from being quiet: handler tasks, answers on the wire, scheduled
+    /// extra deliveries, slow provider requests and pending operator actions.
+    pub work_in_flight: usize,
     /// What a scripted run (a scenario) records and injects; `None` in seeded runs.
     pub scripted: Option<Scripted>,
     /// Set when the system did something that makes the run depend on more than its seed; the
@@ -200,7 +240,9 @@ impl World {
     ) -> World {
         // In a scripted run the test makes every delivery; the sender has nothing to send.
         let sender_events = if scripted { &[][..] } else { &workload.events[..] };
-        let sender = Sender::new(config.sender_preset, sender_events);
+        let sender = Sender::new(config.sender_preset, sender_events, |event| {
+            workload.expects_rejection(event)
+        });
         World {
             now_ms: 0,
             step: 0,
@@ -231,7 +273,7 @@ impl World {
             step_record: StepRecord::default(),
             line: String::new(),
             trace: Trace::new(keep_trace),
-            deliveries_in_flight: 0,
+            work_in_flight: 0,
             scripted: scripted.then(Scripted::default),
             determinism_hazard: None,
         }
@@ -277,21 +319,30 @@ impl World {
         Some(key)
     }
 
+    /// Whether an event keeps the world from being quiet while it is pending.
+    fn is_work(event: &WorldEvent) -> bool {
+        matches!(
+            event,
+            WorldEvent::SendAnswer { .. }
+                | WorldEvent::AnswerArrives { .. }
+                | WorldEvent::Extra { .. }
+                | WorldEvent::ProviderActs { .. }
+                | WorldEvent::OperatorRequeue
+                | WorldEvent::OperatorRedeliver { .. }
+        )
+    }
+
     /// Schedules a world event at `at_ms` (now or later).
     pub fn schedule_event(&mut self, at_ms: i64, event: WorldEvent) {
         let id = self.next_event;
         self.next_event += 1;
-        if matches!(
-            event,
-            WorldEvent::SendAnswer { .. } | WorldEvent::AnswerArrives { .. }
-        ) {
-            self.deliveries_in_flight += 1;
+        if World::is_work(&event) {
+            self.work_in_flight += 1;
         }
         self.events.insert(id, event);
         self.schedule(Item::Event(id), at_ms);
     }
 
-    /// Takes a due event out of the world.
     /// Takes `item` off the ready queue, if it is there (scenarios pick items themselves).
     pub fn take_ready(&mut self, item: Item) -> bool {
         self.release_due_timers();
@@ -304,16 +355,14 @@ impl World {
         }
     }
 
+    /// Takes a due event out of the world.
     pub fn take_event(&mut self, id: EventId) -> WorldEvent {
         let event = self
             .events
             .remove(&id)
             .expect("a scheduled event exists until handled");
-        if matches!(
-            event,
-            WorldEvent::SendAnswer { .. } | WorldEvent::AnswerArrives { .. }
-        ) {
-            self.deliveries_in_flight -= 1;
+        if World::is_work(&event) {
+            self.work_in_flight -= 1;
         }
         event
     }
@@ -322,8 +371,8 @@ impl World {
     pub fn add_task(&mut self, process: usize, kind: TaskKind) -> (TaskId, String) {
         let id = self.next_task;
         self.next_task += 1;
-        if matches!(kind, TaskKind::Handler { .. }) {
-            self.deliveries_in_flight += 1;
+        if matches!(kind, TaskKind::Handler { .. } | TaskKind::Operator) {
+            self.work_in_flight += 1;
         }
         let process_id = self.processes[process].id.clone();
         self.tasks.insert(
@@ -334,7 +383,11 @@ impl World {
                 kind,
                 connection: None,
                 park: None,
+                pending: PendingOp::Statement,
                 reply: None,
+                inject_busy: false,
+                disturbed: false,
+                call: None,
                 timer: None,
             },
         );
@@ -359,11 +412,21 @@ impl World {
         Ok(())
     }
 
+    /// Holds a task that was about to run for `duration_ms` (a pause fault); it will run the same
+    /// operation when it wakes.
+    pub fn pause_task(&mut self, task: TaskId, duration_ms: i64) {
+        let until_ms = self.now_ms + duration_ms;
+        let key = self.schedule(Item::Task(task), until_ms);
+        let state = self.tasks.get_mut(&task).expect("a paused task is registered");
+        state.timer = key;
+        state.disturbed = true;
+    }
+
     /// Forgets a finished task and returns its connection to the process's pool.
     pub fn finish_task(&mut self, task: TaskId) {
         let state = self.tasks.remove(&task).expect("a finished task is registered");
-        if matches!(state.kind, TaskKind::Handler { .. }) {
-            self.deliveries_in_flight -= 1;
+        if matches!(state.kind, TaskKind::Handler { .. } | TaskKind::Operator) {
+            self.work_in_flight -= 1;
         }
         if let Some(connection) = state.connection {
             if self.db.in_transaction(connection) {
@@ -374,12 +437,13 @@ impl World {
         }
     }
 
-    /// The process a crash at this item would hit, if the item belongs to one.
-    pub fn process_of(&self, item: Item) -> Option<usize> {
+    /// The process and pending operation a fault at this item would hit, if the item belongs to
+    /// a process.
+    pub fn target_of(&self, item: Item) -> Option<(usize, PendingOp)> {
         match item {
-            Item::Task(task) => self.tasks.get(&task).map(|state| state.process),
+            Item::Task(task) => self.tasks.get(&task).map(|state| (state.process, state.pending)),
             Item::Event(event) => match self.events.get(&event) {
-                Some(WorldEvent::SendAnswer { process, .. }) => Some(*process),
+                Some(WorldEvent::SendAnswer { process, .. }) => Some((*process, PendingOp::Answer)),
                 _ => None,
             },
         }
@@ -397,8 +461,8 @@ impl World {
         let mut open_transactions = 0;
         for task in &tasks {
             let state = self.tasks.remove(task).expect("listed above");
-            if matches!(state.kind, TaskKind::Handler { .. }) {
-                self.deliveries_in_flight -= 1;
+            if matches!(state.kind, TaskKind::Handler { .. } | TaskKind::Operator) {
+                self.work_in_flight -= 1;
             }
             if let Some(key) = state.timer {
                 self.timers.remove(&(key.0, key.1, Item::Task(*task)));
@@ -418,12 +482,18 @@ impl World {
         (tasks, open_transactions)
     }
 
-    /// Brings a crashed process back with a new identity.
+    /// Brings a crashed process back with a new identity and a correct clock.
     pub fn restart_process(&mut self, process: usize) {
         let state = &mut self.processes[process];
         state.incarnation += 1;
         state.up = true;
+        state.clock_offset_ms = 0;
         state.id = format!("{}#{}", state.name, state.incarnation);
+    }
+
+    /// The time as `process` reads it.
+    pub fn process_now_ms(&self, process: usize) -> i64 {
+        self.now_ms + self.processes[process].clock_offset_ms
     }
 
     // ----- Operations of the simulated Env -----
@@ -437,6 +507,15 @@ impl World {
         wants_rows: bool,
     ) -> Result<StatementOutput, DbError> {
         let connection = self.task_connection(task)?;
+        let state = self.tasks.get_mut(&task).expect("a running task is registered");
+        if std::mem::take(&mut state.inject_busy) {
+            // SQLite leaves a transaction open when COMMIT fails with SQLITE_BUSY; not running the
+            // statement at all reproduces exactly that.
+            let result = Err(DbError::Busy);
+            describe_statement(&mut self.line, sql, params, &result);
+            self.line.push_str(" (injected)");
+            return result;
+        }
         let (result, committed) = self.db.run(connection, sql, params, wants_rows);
         describe_statement(&mut self.line, sql, params, &result);
         if let Ok(StatementOutput::Rows(rows)) = &result
@@ -470,26 +549,75 @@ impl World {
         Ok(connection)
     }
 
-    /// Delivers `call` to the provider, which acts now; returns when the reply (or the caller's
-    /// timeout) reaches the task.
+    /// Delivers `call` to the provider; returns when the reply (or the caller's timeout) reaches
+    /// the task. The provider acts now, later (when slow), or not at all (when failing or busy).
     pub fn send_provider_call(&mut self, task: TaskId, call: &ProviderCall) -> i64 {
         let now_ms = self.now_ms;
-        let key_lifetime_ms = self.config.relay.key_lifetime_ms;
-        let faults = &mut self.faults;
-        let handled = self.provider.handle(&call.request, now_ms, || {
-            let mut forget_at = None;
-            for fault in faults.iter_mut() {
-                forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
-            }
-            forget_at
-        });
         let key = call.request.idempotency_key().to_owned();
-        if handled.key_was_forgotten {
-            self.record_fault("key-expiry", &format!("provider had forgotten key {key}"));
-        }
-        if let Some(index) = handled.new_effect {
-            self.step_record.new_effects.push(index);
-        }
+        let (process_id, connection) = {
+            let state = &self.tasks[&task];
+            (state.process_id.clone(), state.connection)
+        };
+        let in_transaction = connection.is_some_and(|connection| self.db.in_transaction(connection));
+        let payload = match &call.request {
+            ProviderRequest::Send { payload, .. } => Some(payload.clone()),
+            ProviderRequest::Lookup { .. } => None,
+        };
+        let operation = payload
+            .as_deref()
+            .and_then(|payload| FulfillmentPayload::parse(payload).ok());
+        self.step_record.requests.push(RequestRecord {
+            process_id,
+            key: key.clone(),
+            payload,
+            in_transaction,
+        });
+        let state = self.tasks.get_mut(&task).expect("a calling task is registered");
+        state.call = Some(CallInFlight {
+            key: key.clone(),
+            operation: operation.map(|payload| payload.operation_key()),
+        });
+
+        let provider_faults = faults::provider_faults(&mut self.faults, now_ms, &call.request);
+        let verb = match &call.request {
+            ProviderRequest::Send { .. } => "send",
+            ProviderRequest::Lookup { .. } => "lookup",
+        };
+        let (reply_at_ms, mut reply) = match provider_faults.act_after_ms {
+            // The provider works on it past the caller's timeout and acts afterwards; a shorter
+            // delay is ordinary latency and takes the ordinary path.
+            Some(act_after_ms) if act_after_ms >= call.timeout_ms && !self.provider.is_busy(&key, now_ms) => {
+                self.provider.begin_processing(&key);
+                self.schedule_event(
+                    now_ms + act_after_ms,
+                    WorldEvent::ProviderActs {
+                        request: call.request.clone(),
+                    },
+                );
+                let what = format!(
+                    "provider will act on key {key} in {}",
+                    format_duration_ms(act_after_ms)
+                );
+                self.record_fault("provider-slow", &what);
+                let busy_for = format_duration_ms(act_after_ms);
+                let _ = write!(self.line, "call {verb} key={key} -> provider busy for {busy_for}");
+                (now_ms + call.timeout_ms, Err(CallError::Timeout))
+            }
+            _ => {
+                let handled = self.provider_handle(&call.request, now_ms, provider_faults.conditions);
+                let outcome = match &handled {
+                    Ok(reply) => describe_reply(reply),
+                    Err(error) => error.to_string(),
+                };
+                let _ = write!(self.line, "call {verb} key={key} -> provider {outcome}");
+                let latency_ms = self.provider_rng.between(1, self.config.provider_latency_ms_max);
+                if latency_ms > call.timeout_ms {
+                    (now_ms + call.timeout_ms, Err(CallError::Timeout))
+                } else {
+                    (now_ms + latency_ms, handled)
+                }
+            }
+        };
         let mut lost = false;
         for fault in self.faults.iter_mut() {
             lost |= fault.drops_provider_reply(now_ms);
@@ -500,25 +628,13 @@ impl World {
             scripted.provider_replies_to_drop -= 1;
             lost = true;
         }
-        let latency_ms = self.provider_rng.between(1, self.config.provider_latency_ms_max);
-        let verb = match &call.request {
-            ProviderRequest::Send { .. } => "send",
-            ProviderRequest::Lookup { .. } => "lookup",
-        };
-        let _ = write!(
-            self.line,
-            "call {verb} key={key} -> provider {}",
-            describe_reply(&handled.reply)
-        );
-        let (reply_at_ms, reply) = if lost {
+        let mut reply_at_ms = reply_at_ms;
+        if lost && reply.is_ok() {
             self.record_fault("lost-ack", &format!("provider reply for key {key} lost"));
             self.line.push_str(", reply lost");
-            (now_ms + call.timeout_ms, Err(CallError::Timeout))
-        } else if latency_ms > call.timeout_ms {
-            (now_ms + call.timeout_ms, Err(CallError::Timeout))
-        } else {
-            (now_ms + latency_ms, Ok(handled.reply))
-        };
+            reply = Err(CallError::Timeout);
+            reply_at_ms = now_ms + call.timeout_ms;
+        }
         self.tasks
             .get_mut(&task)
             .expect("a calling task is registered")
@@ -526,13 +642,75 @@ impl World {
         reply_at_ms
     }
 
+    /// Runs one request through the provider model now, recording effects and expiries.
+    fn provider_handle(
+        &mut self,
+        request: &ProviderRequest,
+        now_ms: i64,
+        conditions: crate::provider::Conditions,
+    ) -> Result<ProviderReply, CallError> {
+        let key_lifetime_ms = self.config.relay.key_lifetime_ms;
+        let faults = &mut self.faults;
+        let handled = self.provider.handle(request, now_ms, conditions, || {
+            let mut forget_at = None;
+            for fault in faults.iter_mut() {
+                forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
+            }
+            forget_at
+        });
+        let key = request.idempotency_key();
+        if handled.key_was_forgotten {
+            self.record_fault("key-expiry", &format!("provider had forgotten key {key}"));
+        }
+        if conditions.fail_before_acting && handled.result.is_err() {
+            self.record_fault(
+                "provider-failure",
+                &format!("provider failed before acting on key {key}"),
+            );
+        }
+        if let Some(index) = handled.new_effect {
+            self.step_record.new_effects.push(index);
+        }
+        handled.result
+    }
+
+    /// A slow provider request finishes: the provider acts now (nobody waits for the reply).
+    pub fn provider_acts(&mut self, request: &ProviderRequest) {
+        let key = request.idempotency_key().to_owned();
+        self.provider.end_processing(&key);
+        let conditions = crate::provider::Conditions::default();
+        let outcome = match self.provider_handle(request, self.now_ms, conditions) {
+            Ok(reply) => describe_reply(&reply),
+            Err(error) => error.to_string(),
+        };
+        let _ = write!(
+            self.line,
+            "provider finishes key={key}: {outcome} (the caller timed out)"
+        );
+    }
+
     /// The reply a task's provider call got.
     pub fn take_reply(&mut self, task: TaskId) -> Result<ProviderReply, CallError> {
-        let reply = self
+        let state = self
             .tasks
             .get_mut(&task)
-            .and_then(|state| state.reply.take())
+            .expect("a task waiting for a reply is registered");
+        let reply = state
+            .reply
+            .take()
             .expect("a reply is stored before the caller wakes");
+        if let Some(call) = state.call.take() {
+            // The window a disturbance counts in runs from the previous reply to this one, which
+            // covers the claim that took the lease this call runs under.
+            let record = ReplyRecord {
+                process_id: state.process_id.clone(),
+                key: call.key,
+                operation: call.operation,
+                process_now_ms: self.now_ms + self.processes[state.process].clock_offset_ms,
+                disturbed: std::mem::take(&mut state.disturbed),
+            };
+            self.step_record.replies.push(record);
+        }
         match &reply {
             Ok(reply) => {
                 let _ = write!(self.line, "reply {}", describe_reply(reply));
@@ -593,7 +771,7 @@ impl World {
             self.fault_log.push(format!(
                 "step {} {}: {what}",
                 self.step,
-                crate::trace::format_time_ms(self.now_ms)
+                format_time_ms(self.now_ms)
             ));
         }
     }
@@ -607,6 +785,12 @@ impl World {
             return None;
         }
         Some(*self.network_rng.pick(&up))
+    }
+
+    /// The first up process with `role`.
+    pub fn process_with_role(&self, role: ProcessRole) -> Option<usize> {
+        (0..self.processes.len())
+            .find(|&index| self.processes[index].role == role && self.processes[index].up)
     }
 
     /// Travel time of one webhook answer.
@@ -625,6 +809,16 @@ impl World {
         dropped
     }
 
+    /// Whether any fault drops a delivery on its way in.
+    pub fn request_dropped(&mut self) -> bool {
+        let now_ms = self.now_ms;
+        let mut dropped = false;
+        for fault in self.faults.iter_mut() {
+            dropped |= fault.drops_request(now_ms);
+        }
+        dropped
+    }
+
     /// How many extra copies of a delivery the fault models send.
     pub fn extra_deliveries(&mut self) -> u32 {
         let now_ms = self.now_ms;
@@ -634,11 +828,11 @@ impl World {
             .sum()
     }
 
-    /// True when nothing is left to do: every event settled with the sender, no delivery in
-    /// flight, no obligation owed, every process up.
+    /// True when nothing is left to do: every stream that can succeed settled with the sender,
+    /// no delivery or provider request in flight, no obligation owed, every process up.
     pub fn is_quiescent(&self) -> bool {
         self.sender.unsettled() == 0
-            && self.deliveries_in_flight == 0
+            && self.work_in_flight == 0
             && self.processes.iter().all(|process| process.up)
             && self.view.owed_obligations() == 0
     }
@@ -646,124 +840,5 @@ impl World {
     /// Human-readable duration, for trace remarks.
     pub fn duration(duration_ms: i64) -> String {
         format_duration_ms(duration_ms)
-    }
-}
-
-/// Collapses whitespace and shortens `sql` for the trace.
-fn summarize_sql(sql: &str, out: &mut String) {
-    const LIMIT: usize = 96;
-    let start = out.len();
-    let mut pending_space = false;
-    for character in sql.chars() {
-        if character.is_whitespace() {
-            pending_space = out.len() > start;
-            continue;
-        }
-        if pending_space {
-            out.push(' ');
-            pending_space = false;
-        }
-        out.push(character);
-        if out.len() - start >= LIMIT {
-            out.push('…');
-            return;
-        }
-    }
-}
-
-fn describe_value(value: &Value, out: &mut String) {
-    const LIMIT: usize = 40;
-    match value {
-        Value::Null => out.push_str("NULL"),
-        Value::Integer(number) => {
-            let _ = write!(out, "{number}");
-        }
-        Value::Real(number) => {
-            let _ = write!(out, "{number}");
-        }
-        Value::Text(text) if text.len() > LIMIT => {
-            let cut = (0..=LIMIT)
-                .rev()
-                .find(|&index| text.is_char_boundary(index))
-                .unwrap_or(0);
-            let _ = write!(out, "'{}…'", &text[..cut]);
-        }
-        Value::Text(text) => {
-            let _ = write!(out, "'{text}'");
-        }
-        Value::Blob(bytes) => {
-            let _ = write!(out, "<{} bytes>", bytes.len());
-        }
-    }
-}
-
-fn describe_statement(
-    out: &mut String,
-    sql: &str,
-    params: &[Value],
-    result: &Result<StatementOutput, DbError>,
-) {
-    if !out.is_empty() {
-        out.push_str(" | ");
-    }
-    out.push_str("sql ");
-    summarize_sql(sql, out);
-    if !params.is_empty() {
-        out.push_str(" [");
-        for (index, value) in params.iter().enumerate() {
-            if index > 0 {
-                out.push_str(", ");
-            }
-            describe_value(value, out);
-        }
-        out.push(']');
-    }
-    match result {
-        // SQLite's change count is stale after BEGIN, COMMIT and other non-DML statements.
-        Ok(StatementOutput::Changed(_)) if !changes_rows(sql) => out.push_str(" -> ok"),
-        Ok(StatementOutput::Changed(count)) => {
-            let _ = write!(out, " -> {count} changed");
-        }
-        Ok(StatementOutput::Rows(rows)) => {
-            let _ = write!(out, " -> {} rows", rows.len());
-            if let Some(first) = rows.first() {
-                out.push_str(" (");
-                for (index, value) in first.0.iter().enumerate() {
-                    if index > 0 {
-                        out.push_str(", ");
-                    }
-                    describe_value(value, out);
-                }
-                out.push(')');
-            }
-        }
-        Err(error) => {
-            let _ = write!(out, " -> error: {error}");
-        }
-    }
-}
-
-/// Whether `sql` is a statement whose change count means something.
-fn changes_rows(sql: &str) -> bool {
-    let keyword = sql.split_whitespace().next().unwrap_or("");
-    ["INSERT", "UPDATE", "DELETE", "REPLACE", "WITH"]
-        .iter()
-        .any(|candidate| keyword.eq_ignore_ascii_case(candidate))
-}
-
-fn describe_reply(reply: &ProviderReply) -> String {
-    match reply {
-        ProviderReply::Accepted {
-            effect_id,
-            replayed: false,
-        } => format!("accepted {effect_id} (new effect)"),
-        ProviderReply::Accepted {
-            effect_id,
-            replayed: true,
-        } => format!("accepted {effect_id} (replayed)"),
-        ProviderReply::Found { effect_id } => format!("found {effect_id}"),
-        ProviderReply::NotFound => "not found".to_owned(),
-        ProviderReply::Conflict => "409 conflict".to_owned(),
-        ProviderReply::Rejected { status, reason } => format!("rejected {status}: {reason}"),
     }
 }

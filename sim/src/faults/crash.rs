@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultAction, FaultContext, FaultKind, FaultModel, ProcessRole, draw_ratio, from_json, swarm_enabled,
-    to_json,
+    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
+    swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 
@@ -66,7 +66,7 @@ impl FaultModel for Crash {
         to_json(&self.settings)
     }
 
-    fn at_scheduling_point(&mut self, _role: ProcessRole) -> Option<FaultAction> {
+    fn at_scheduling_point(&mut self, _role: ProcessRole, _op: PendingOp) -> Option<FaultAction> {
         if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
             return None;
         }

@@ -3,21 +3,42 @@
 //!
 //! A fault model draws its settings from its own configuration stream (so a seed's settings can
 //! be read and edited in its seed file), decides from its own decision stream, and intervenes only
-//! through the hooks of [`FaultModel`]: at a scheduling point, on a message, on a key being stored
-//! at the provider, or on a timer it asked for. Swarm testing: each seed turns each fault model
-//! on or off independently and draws its rates across orders of magnitude, so that rare
-//! combinations show up in a sweep. A fault model must not reach into the world beyond its hooks,
-//! and after [`FaultModel::heal`] it must stop injecting (except where its file says why not).
+//! through the hooks of [`FaultModel`]: when the workload is drawn (extra events, fan-out, late or
+//! reordered delivery), at a scheduling point (crash, pause, `SQLITE_BUSY`, clock jump), on a
+//! message (lost request, lost answer, lost reply, duplicate copies), at the provider (failure,
+//! slowness, locks, cached errors, lenient mismatch, key expiry), or on a timer it asked for.
+//! Swarm testing: each seed turns each fault model on or off independently and draws its rates
+//! across orders of magnitude, so that rare combinations show up in a sweep. A fault model must
+//! not reach into the world beyond its hooks, and after [`FaultModel::heal`] it must stop
+//! injecting (except where its file says why not).
 
+mod clock_jump;
 mod crash;
 mod duplicate_delivery;
+mod fan_out;
+mod hung_worker;
 mod key_expiry;
+mod late_delivery;
 mod lost_ack;
+mod payload_mismatch;
+mod provider_conflict;
+mod provider_failure;
+mod provider_slow;
 mod receipt_purge;
+mod reorder;
+mod request_lost;
+mod slow_handler;
+mod spontaneous_duplicate;
+mod sqlite_busy;
+mod sticky_error;
+mod twin_events;
+mod worker_pause;
 
+use commitgap::provider::ProviderRequest;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::config::EventSpec;
 use crate::rng::{Ratio, SimRng};
 
 /// What a fault model asks the world to do.
@@ -25,6 +46,13 @@ use crate::rng::{Ratio, SimRng};
 pub enum FaultAction {
     /// Crash the process at this scheduling point and restart it after the delay.
     Crash { restart_after_ms: i64 },
+    /// Stop the task here for a while, without running its next operation (a GC pause, a
+    /// stopped VM, a slow handler).
+    Pause { duration_ms: i64 },
+    /// Make the statement about to run fail with `SQLITE_BUSY` without running it.
+    Busy,
+    /// Set the process's clock this far from true time (an NTP step).
+    ClockJump { offset_ms: i64 },
     /// Run the purge job now, deleting receipts received before `older_than_ms`.
     PurgeReceipts { older_than_ms: i64 },
     /// Call [`FaultModel::on_timer`] again at `at_ms`.
@@ -37,6 +65,77 @@ pub enum ProcessRole {
     Receiver,
     RelayWorker,
     Purger,
+    Operator,
+}
+
+/// What a task is about to do at its scheduling point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingOp {
+    /// Run `BEGIN ...`.
+    Begin,
+    /// Run `COMMIT`.
+    Commit,
+    /// Run any other statement.
+    Statement,
+    /// Send a request to the provider.
+    ProviderCall,
+    /// Receive the provider's reply (or the timeout).
+    ProviderReply,
+    /// Wake from a sleep.
+    Wake,
+    /// Write a webhook answer to the socket.
+    Answer,
+}
+
+impl PendingOp {
+    /// Classifies a statement by its first keyword.
+    pub fn of_sql(sql: &str) -> PendingOp {
+        let keyword = sql.split_whitespace().next().unwrap_or("");
+        if keyword.eq_ignore_ascii_case("BEGIN") {
+            PendingOp::Begin
+        } else if keyword.eq_ignore_ascii_case("COMMIT") || keyword.eq_ignore_ascii_case("END") {
+            PendingOp::Commit
+        } else {
+            PendingOp::Statement
+        }
+    }
+}
+
+/// How the provider treats one request, merged over every fault model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProviderFaults {
+    /// See [`crate::provider::Conditions`].
+    pub conditions: crate::provider::Conditions,
+    /// Process the request this long before acting, past the caller's timeout.
+    pub act_after_ms: Option<i64>,
+}
+
+impl ProviderFaults {
+    fn merge(self, other: ProviderFaults) -> ProviderFaults {
+        let (left, right) = (self.conditions, other.conditions);
+        ProviderFaults {
+            conditions: crate::provider::Conditions {
+                fail_before_acting: left.fail_before_acting || right.fail_before_acting,
+                sticky_errors: left.sticky_errors || right.sticky_errors,
+                replay_on_mismatch: left.replay_on_mismatch || right.replay_on_mismatch,
+                lock_after_ms: left.lock_after_ms.max(right.lock_after_ms),
+            },
+            act_after_ms: self.act_after_ms.max(other.act_after_ms),
+        }
+    }
+}
+
+/// Asks every fault model how the provider treats `request` (every model is asked, so one
+/// model's answer never changes how many draws another makes).
+pub fn provider_faults(
+    faults: &mut [Box<dyn FaultModel>],
+    now_ms: i64,
+    request: &ProviderRequest,
+) -> ProviderFaults {
+    faults
+        .iter_mut()
+        .map(|fault| fault.provider_faults(now_ms, request))
+        .fold(ProviderFaults::default(), ProviderFaults::merge)
 }
 
 /// One fault model with its settings and decision stream. Every hook has a do-nothing default.
@@ -46,14 +145,27 @@ pub trait FaultModel {
     /// The settings this model runs with, as written to seed files.
     fn settings(&self) -> serde_json::Value;
 
+    /// Called once before the run, to add events or change how they are delivered.
+    fn shape_workload(&mut self, _events: &mut Vec<EventSpec>, _context: &FaultContext) {}
+
     /// Called once when the run starts.
     fn start(&mut self, _now_ms: i64) -> Vec<FaultAction> {
         Vec::new()
     }
 
-    /// Called before a process runs its next step (a statement, a provider call, a reply).
-    fn at_scheduling_point(&mut self, _role: ProcessRole) -> Option<FaultAction> {
+    /// Called before a process runs its next step.
+    fn at_scheduling_point(&mut self, _role: ProcessRole, _op: PendingOp) -> Option<FaultAction> {
         None
+    }
+
+    /// Whether a delivery is lost on its way to the receiver (the sender will time out).
+    fn drops_request(&mut self, _now_ms: i64) -> bool {
+        false
+    }
+
+    /// How the provider treats this request.
+    fn provider_faults(&mut self, _now_ms: i64, _request: &ProviderRequest) -> ProviderFaults {
+        ProviderFaults::default()
     }
 
     /// Called at a time this model asked for with [`FaultAction::WakeAt`].
@@ -86,12 +198,19 @@ pub trait FaultModel {
 }
 
 /// What a fault model's settings may depend on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct FaultContext {
     pub fault_phase_ms: i64,
     /// Events are created within this window, so most work happens in it.
     pub emit_window_ms: i64,
     pub key_lifetime_ms: i64,
+    pub sender_timeout_ms: i64,
+    pub call_timeout_ms: i64,
+    pub lease_ms: i64,
+    /// Clocks never drift further from true time than this.
+    pub clock_skew_ms_max: i64,
+    /// Workers never stall longer than this (the bound the relay is configured to tolerate).
+    pub stall_ms_max: i64,
 }
 
 /// Builds a fault model from its settings and its decision stream.
@@ -116,6 +235,22 @@ pub fn registry() -> Vec<FaultKind> {
         duplicate_delivery::KIND,
         receipt_purge::KIND,
         key_expiry::KIND,
+        request_lost::KIND,
+        slow_handler::KIND,
+        spontaneous_duplicate::KIND,
+        reorder::KIND,
+        late_delivery::KIND,
+        twin_events::KIND,
+        fan_out::KIND,
+        sqlite_busy::KIND,
+        worker_pause::KIND,
+        hung_worker::KIND,
+        provider_failure::KIND,
+        provider_slow::KIND,
+        provider_conflict::KIND,
+        sticky_error::KIND,
+        payload_mismatch::KIND,
+        clock_jump::KIND,
     ]
 }
 
@@ -147,6 +282,13 @@ fn draw_ratio(rng: &mut SimRng, choices: &[(u32, u32)]) -> Ratio {
 
 fn to_json<T: Serialize>(settings: &T) -> serde_json::Value {
     serde_json::to_value(settings).expect("fault settings are plain data")
+}
+
+/// Settings of a model that only needs to be on or off with one rate.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+struct RateSettings {
+    enabled: bool,
+    rate: Ratio,
 }
 
 fn from_json<T: DeserializeOwned>(name: &str, value: &serde_json::Value) -> Result<T, String> {

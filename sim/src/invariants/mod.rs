@@ -8,13 +8,24 @@
 //! reads an [`Observation`] and nothing else: it must not change the world or read the database.
 
 mod completion_by_lease_holder;
+mod dedupe_scope_per_account;
 mod effect_matches_obligation;
 mod every_event_processed;
+mod final_state_matches_creation_order;
+mod lease_outlives_call;
+mod no_call_inside_transaction;
+mod no_stuck_key;
 mod obligation_settles_with_effect_or_reason;
 mod one_effect_per_operation;
+mod one_obligation_per_operation;
+mod one_receipt_per_event;
+mod order_state_moves_forward;
 mod outbox_drains;
 mod paid_order_settled;
 mod receipt_commits_with_its_work;
+mod refund_first_never_ships;
+mod request_matches_obligation;
+mod sender_converges;
 mod success_answer_has_receipt;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,13 +70,24 @@ pub fn registry() -> Vec<Box<dyn Invariant>> {
     vec![
         Box::new(one_effect_per_operation::OneEffectPerOperation),
         Box::new(effect_matches_obligation::EffectMatchesObligation),
+        Box::new(request_matches_obligation::RequestMatchesObligation),
+        Box::new(no_call_inside_transaction::NoCallInsideTransaction),
         Box::new(receipt_commits_with_its_work::ReceiptCommitsWithItsWork),
+        Box::new(one_receipt_per_event::OneReceiptPerEvent),
+        Box::new(one_obligation_per_operation::OneObligationPerOperation),
         Box::new(success_answer_has_receipt::SuccessAnswerHasReceipt),
+        Box::new(dedupe_scope_per_account::DedupeScopePerAccount),
         Box::new(completion_by_lease_holder::CompletionByLeaseHolder),
+        Box::new(lease_outlives_call::LeaseOutlivesCall),
         Box::new(obligation_settles_with_effect_or_reason::ObligationSettlesWithEffectOrReason),
+        Box::new(order_state_moves_forward::OrderStateMovesForward),
+        Box::new(refund_first_never_ships::RefundFirstNeverShips),
         Box::new(paid_order_settled::PaidOrderSettled),
         Box::new(outbox_drains::OutboxDrains),
         Box::new(every_event_processed::EveryEventProcessed),
+        Box::new(sender_converges::SenderConverges),
+        Box::new(final_state_matches_creation_order::FinalStateMatchesCreationOrder),
+        Box::new(no_stuck_key::NoStuckKey),
     ]
 }
 
@@ -93,18 +115,52 @@ pub struct StepRecord {
     pub new_effects: Vec<usize>,
     /// Answers receivers gave in this step.
     pub answers: Vec<AnswerRecord>,
+    /// Requests sent to the provider in this step.
+    pub requests: Vec<RequestRecord>,
+    /// Provider replies (or timeouts) received in this step.
+    pub replies: Vec<ReplyRecord>,
 }
 
 impl StepRecord {
     pub fn is_empty(&self) -> bool {
-        self.commits.is_empty() && self.new_effects.is_empty() && self.answers.is_empty()
+        self.commits.is_empty()
+            && self.new_effects.is_empty()
+            && self.answers.is_empty()
+            && self.requests.is_empty()
+            && self.replies.is_empty()
     }
 
     pub fn clear(&mut self) {
         self.commits.clear();
         self.new_effects.clear();
         self.answers.clear();
+        self.requests.clear();
+        self.replies.clear();
     }
+}
+
+/// One request a process sent to the provider.
+#[derive(Debug)]
+pub struct RequestRecord {
+    pub process_id: String,
+    pub key: String,
+    /// The body of a `Send`; `None` for a lookup.
+    pub payload: Option<String>,
+    /// Whether the caller's connection had a transaction open when it called.
+    pub in_transaction: bool,
+}
+
+/// One reply (or timeout) a process received from the provider.
+#[derive(Debug)]
+pub struct ReplyRecord {
+    pub process_id: String,
+    pub key: String,
+    /// The business operation of the request, when it was a readable `Send`.
+    pub operation: Option<String>,
+    /// The time by the receiving process's own clock.
+    pub process_now_ms: i64,
+    /// Whether a pause or a clock jump hit the caller while the call was in flight.
+    pub disturbed: bool,
 }
 
 /// One committed transaction.
@@ -131,6 +187,8 @@ pub struct History {
     pub lease_holders: BTreeMap<(String, i64), String>,
     /// Every `(account, event_id)` whose receipt ever committed (purges do not erase this).
     pub ever_received: BTreeSet<(String, String)>,
+    /// Orders refunded while still awaiting payment: `(tenant, order)`.
+    pub refunded_before_payment: BTreeSet<(String, String)>,
 }
 
 /// The business operation that paying `(tenant, order)` owes: one fulfillment, version 1.

@@ -1,4 +1,5 @@
-//! L2: after heal, every paid order has exactly one effect, or a dead obligation with a reason.
+//! L2: after heal, every paid order (and every refunded order that was owed a shipment) has
+//! exactly one effect, or a dead obligation with a reason.
 //!
 //! Together with S1 this is "effectively once": the work owed for a payment happened once, or an
 //! operator was told why it could not.
@@ -14,7 +15,7 @@ impl Invariant for PaidOrderSettled {
     }
 
     fn description(&self) -> &'static str {
-        "after heal, every paid order has exactly one effect or a dead obligation with a reason"
+        "after heal, every order owed a shipment has exactly one effect or a dead obligation with a reason"
     }
 
     fn kind(&self) -> InvariantKind {
@@ -23,10 +24,15 @@ impl Invariant for PaidOrderSettled {
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for order in observation.db.orders() {
-            if order.status != OrderStatus::Paid {
+            let operation = fulfillment_of(&order.tenant, &order.order);
+            let owed = match order.status {
+                OrderStatus::Paid => true,
+                OrderStatus::Refunded => observation.db.obligations_for(&operation).next().is_some(),
+                OrderStatus::AwaitingPayment | OrderStatus::Cancelled => false,
+            };
+            if !owed {
                 continue;
             }
-            let operation = fulfillment_of(&order.tenant, &order.order);
             let effects = observation.provider.effects_for(&operation).count();
             let dead = observation
                 .db
@@ -34,8 +40,8 @@ impl Invariant for PaidOrderSettled {
                 .any(|obligation| obligation.status == ObligationStatus::Dead);
             if effects != 1 && !dead {
                 return Err(format!(
-                    "order {}/{} is paid but has {effects} effects and no dead obligation",
-                    order.tenant, order.order
+                    "order {}/{} is {:?} but has {effects} effects and no dead obligation",
+                    order.tenant, order.order, order.status
                 ));
             }
         }

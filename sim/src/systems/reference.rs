@@ -12,8 +12,8 @@ use commitgap::planted::PlantedBug;
 use commitgap::receiver::{Answer, WebhookDelivery, receive};
 use commitgap::relay::{RelaySettings, run_worker};
 use commitgap::schema::{
-    self, INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL, ORDER_COLUMNS, OUTBOX_COLUMNS, RECEIPT_COLUMNS, SCHEMA_SQL,
-    column,
+    self, INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL, ORDER_COLUMNS, OUTBOX_COLUMNS, RECEIPT_COLUMNS, column,
+    schema_sql,
 };
 
 use crate::system::{
@@ -53,7 +53,7 @@ impl System for ReferenceSystem {
     }
 
     fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
-        connection.execute_batch(SCHEMA_SQL)?;
+        connection.execute_batch(&schema_sql(self.planted_bug))?;
         for (account, tenant) in &fixtures.accounts {
             connection.execute(INSERT_ACCOUNT_SQL, (account, tenant))?;
         }
@@ -88,6 +88,19 @@ impl System for ReferenceSystem {
         })
     }
 
+    fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move {
+            match commitgap::relay::requeue_all_dead(&*env).await {
+                Ok(count) => env.log(&format!("operator requeued {count} dead obligations")),
+                Err(error) => env.log(&format!("operator requeue failed: {error}")),
+            }
+        })
+    }
+
+    fn commits_after_answer(&self) -> bool {
+        self.planted_bug == Some(PlantedBug::AckBeforeCommit)
+    }
+
     fn observed_tables(&self) -> &[&'static str] {
         &["receipts", "orders", "outbox"]
     }
@@ -110,12 +123,15 @@ pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow
             let status = match columns.text(&ORDER_COLUMNS, "status")?.as_str() {
                 schema::AWAITING_PAYMENT => OrderStatus::AwaitingPayment,
                 schema::PAID => OrderStatus::Paid,
+                schema::REFUNDED => OrderStatus::Refunded,
+                schema::CANCELLED => OrderStatus::Cancelled,
                 other => return Err(format!("orders: unknown status {other:?}")),
             };
             Ok(ObservedRow::Order(OrderRow {
                 tenant: columns.text(&ORDER_COLUMNS, "tenant")?,
                 order: columns.text(&ORDER_COLUMNS, "id")?,
                 status,
+                amount_cents: columns.int(&ORDER_COLUMNS, "amount_cents")?,
             }))
         }
         "outbox" => {
@@ -130,6 +146,8 @@ pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow
                 payload: columns.text(&OUTBOX_COLUMNS, "payload")?,
                 status,
                 lease_token: columns.int(&OUTBOX_COLUMNS, "lease_token")?,
+                lease_owner: columns.opt_text(&OUTBOX_COLUMNS, "lease_owner")?,
+                lease_expires_ms: columns.opt_int(&OUTBOX_COLUMNS, "lease_expires_ms")?,
                 dead_reason: columns.opt_text(&OUTBOX_COLUMNS, "dead_reason")?,
             }))
         }
@@ -161,6 +179,13 @@ impl Columns<'_> {
         match self.value(names, name)? {
             Value::Null => Ok(None),
             _ => self.text(names, name).map(Some),
+        }
+    }
+
+    fn opt_int(&self, names: &[&str], name: &str) -> Result<Option<i64>, String> {
+        match self.value(names, name)? {
+            Value::Null => Ok(None),
+            _ => self.int(names, name).map(Some),
         }
     }
 

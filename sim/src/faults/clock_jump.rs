@@ -1,0 +1,78 @@
+//! Clock jump: a process's clock steps away from true time.
+//!
+//! NTP corrections, a VM restored from a snapshot, a misconfigured host: a process's clock jumps
+//! forward or back. Leases, backoff, receipt retention and key-age checks all read that clock.
+//! This model sets a process's clock offset, at a scheduling point, anywhere within the maximum
+//! skew the relay is configured to tolerate (never beyond it: no lease or margin can survive an
+//! unbounded clock). Offsets reset when a process restarts and when the faults heal.
+
+use super::{
+    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
+    swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+use serde::{Deserialize, Serialize};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "clock-jump",
+    description: "a process's clock jumps forward or back, within the configured maximum skew",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    rate: Ratio,
+    offset_ms_max: i64,
+}
+
+struct ClockJump {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        rate: draw_ratio(rng, &[(1, 500), (1, 100), (1, 20)]),
+        offset_ms_max: context.clock_skew_ms_max,
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.offset_ms_max < 0 {
+        return Err("settings of fault clock-jump: offset_ms_max must not be negative".to_owned());
+    }
+    Ok(Box::new(ClockJump {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for ClockJump {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn at_scheduling_point(&mut self, _role: ProcessRole, _op: PendingOp) -> Option<FaultAction> {
+        if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
+            return None;
+        }
+        let bound = self.settings.offset_ms_max;
+        Some(FaultAction::ClockJump {
+            offset_ms: self.rng.between(-bound, bound),
+        })
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

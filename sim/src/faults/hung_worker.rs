@@ -1,0 +1,88 @@
+//! Lease expiry and rescue of abandoned claims: a worker hangs holding a claim.
+//!
+//! A worker that stops making progress (a deadlocked thread, a network partition from the
+//! provider) keeps its claim until the lease runs out; another worker must rescue the obligation,
+//! as Oban's Lifeline and River's rescuer do. This model hangs a relay worker just before a
+//! provider call or a statement, for hours (until after the faults heal), at most twice a run;
+//! when it resumes, it is a stale worker with an old token.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
+    swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "hung-worker",
+    description: "a relay worker hangs holding a claim until its lease expires and another rescues it",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    rate: Ratio,
+    hang_ms: i64,
+    hangs_max: u32,
+}
+
+struct HungWorker {
+    settings: Settings,
+    rng: SimRng,
+    hangs: u32,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        rate: draw_ratio(rng, &[(1, 50), (1, 10)]),
+        hang_ms: context.stall_ms_max.max(context.lease_ms * 2),
+        hangs_max: rng.between(1, 2) as u32,
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.hang_ms < 1 {
+        return Err("settings of fault hung-worker: hang_ms must be positive".to_owned());
+    }
+    Ok(Box::new(HungWorker {
+        settings,
+        rng,
+        hangs: 0,
+        healed: false,
+    }))
+}
+
+impl FaultModel for HungWorker {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn at_scheduling_point(&mut self, role: ProcessRole, op: PendingOp) -> Option<FaultAction> {
+        let eligible =
+            role == ProcessRole::RelayWorker && matches!(op, PendingOp::ProviderCall | PendingOp::Statement);
+        if !self.settings.enabled || self.healed || !eligible || self.hangs >= self.settings.hangs_max {
+            return None;
+        }
+        if !self.rng.chance(self.settings.rate) {
+            return None;
+        }
+        self.hangs += 1;
+        Some(FaultAction::Pause {
+            duration_ms: self.settings.hang_ms,
+        })
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

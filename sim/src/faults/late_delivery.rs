@@ -1,0 +1,78 @@
+//! Late delivery and manual resend after the horizon.
+//!
+//! Shopify warns that webhooks can arrive "up to a day late"; Stripe lets an operator resend any
+//! event of the last 30 days, long after automatic retries stopped and long after a short receipt
+//! retention purged its receipt. This model delays some events' first delivery by one to
+//! twenty-four hours and schedules manual resends of others one to thirty hours after creation.
+
+use serde::{Deserialize, Serialize};
+
+use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use crate::config::{EventSpec, ExtraDelivery};
+use crate::rng::{Ratio, SimRng};
+
+const HOUR_MS: i64 = 3_600_000;
+
+pub const KIND: FaultKind = FaultKind {
+    name: "late-delivery",
+    description: "an event arrives hours late, or an operator resends it after the retries ended",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    late_rate: Ratio,
+    resend_rate: Ratio,
+}
+
+struct LateDelivery {
+    settings: Settings,
+    rng: SimRng,
+}
+
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        late_rate: draw_ratio(rng, &[(0, 1), (1, 10), (1, 3)]),
+        resend_rate: draw_ratio(rng, &[(1, 10), (1, 3)]),
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(LateDelivery {
+        settings: from_json(KIND.name, value)?,
+        rng,
+    }))
+}
+
+impl FaultModel for LateDelivery {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn shape_workload(&mut self, events: &mut Vec<EventSpec>, _context: &FaultContext) {
+        if !self.settings.enabled {
+            return;
+        }
+        for event in events.iter_mut() {
+            if self.rng.chance(self.settings.late_rate) {
+                event.deliver_at_ms += self.rng.between(HOUR_MS, 24 * HOUR_MS);
+            }
+            if self.rng.chance(self.settings.resend_rate) {
+                let at_ms = event.created_ms + self.rng.between(HOUR_MS, 30 * HOUR_MS);
+                event.extra_deliveries.push(ExtraDelivery {
+                    at_ms,
+                    reason: "manual resend".to_owned(),
+                });
+            }
+        }
+    }
+
+    fn heal(&mut self) {}
+}

@@ -1,0 +1,88 @@
+//! Provider failure before acting: a 5xx, singly or during an outage, with no effect performed.
+//!
+//! The ordinary transient failure: the provider refuses the request (overload, a deploy, an
+//! incident) before doing anything. Checkout.com and PPRO store no result for it, so a retry
+//! acts; providers that cache errors are modelled by `sticky-error`. Outage windows of up to
+//! three hours keep an obligation owed across a key lifetime.
+
+use serde::{Deserialize, Serialize};
+
+use commitgap::provider::ProviderRequest;
+
+use super::{
+    FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "provider-failure",
+    description: "the provider answers 5xx before acting, sometimes for hours",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    rate: Ratio,
+    /// `(start_ms, duration_ms)` windows in which every request fails.
+    outages_ms: Vec<(i64, i64)>,
+}
+
+struct ProviderFailure {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    let enabled = swarm_enabled(rng);
+    let rate = draw_ratio(rng, &[(1, 20), (1, 5), (1, 2)]);
+    let outages_ms = (0..rng.below(2))
+        .map(|_| {
+            let start_ms = rng.between(0, (2 * context.emit_window_ms).min(context.fault_phase_ms));
+            (start_ms, *rng.pick(&[60_000, 600_000, 3_600_000, 3 * 3_600_000]))
+        })
+        .collect();
+    to_json(&Settings {
+        enabled,
+        rate,
+        outages_ms,
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(ProviderFailure {
+        settings: from_json(KIND.name, value)?,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for ProviderFailure {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn provider_faults(&mut self, now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
+        let mut faults = ProviderFaults::default();
+        if !self.settings.enabled || self.healed || !matches!(request, ProviderRequest::Send { .. }) {
+            return faults;
+        }
+        let in_outage = self
+            .settings
+            .outages_ms
+            .iter()
+            .any(|&(start_ms, duration_ms)| (start_ms..start_ms + duration_ms).contains(&now_ms));
+        faults.conditions.fail_before_acting = in_outage || self.rng.chance(self.settings.rate);
+        faults
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

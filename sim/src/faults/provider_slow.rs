@@ -1,0 +1,88 @@
+//! Provider slow past the caller's timeout while it acts.
+//!
+//! The caller gives up and sees an ambiguous timeout; the provider, still working, performs the
+//! effect afterwards. A retry that arrives while the first request is still being processed finds
+//! the key in progress (409). This model makes some sends take between 1.1 and 4 times the
+//! caller's timeout before the provider acts.
+
+use serde::{Deserialize, Serialize};
+
+use commitgap::provider::ProviderRequest;
+
+use super::{
+    FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "provider-slow",
+    description: "the provider acts only after the caller's timeout, so the caller cannot tell",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    rate: Ratio,
+    act_after_ms_min: i64,
+    act_after_ms_max: i64,
+}
+
+struct ProviderSlow {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        rate: draw_ratio(rng, &[(1, 20), (1, 5), (1, 2)]),
+        act_after_ms_min: context.call_timeout_ms * 11 / 10,
+        act_after_ms_max: context.call_timeout_ms * 4,
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.act_after_ms_min < 1 || settings.act_after_ms_max < settings.act_after_ms_min {
+        return Err(
+            "settings of fault provider-slow: need 1 <= act_after_ms_min <= act_after_ms_max".to_owned(),
+        );
+    }
+    Ok(Box::new(ProviderSlow {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for ProviderSlow {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn provider_faults(&mut self, _now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
+        let mut faults = ProviderFaults::default();
+        if self.settings.enabled
+            && !self.healed
+            && matches!(request, ProviderRequest::Send { .. })
+            && self.rng.chance(self.settings.rate)
+        {
+            faults.act_after_ms = Some(
+                self.rng
+                    .between(self.settings.act_after_ms_min, self.settings.act_after_ms_max),
+            );
+        }
+        faults
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

@@ -1,0 +1,81 @@
+//! Spontaneous duplicates: the same event delivered again with no failure before it.
+//!
+//! Senders promise at-least-once delivery and mean it: one SendGrid user received each event three
+//! times on average and some 46 times over 29 hours. This model adds, to some events, up to three
+//! extra deliveries at random delays between a second and half an hour after creation.
+
+use serde::{Deserialize, Serialize};
+
+use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use crate::config::{EventSpec, ExtraDelivery};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "spontaneous-duplicate",
+    description: "the sender delivers an event again later although the first delivery succeeded",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    rate: Ratio,
+    copies_max: u32,
+    delay_ms_max: i64,
+}
+
+struct SpontaneousDuplicate {
+    settings: Settings,
+    rng: SimRng,
+}
+
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        rate: draw_ratio(rng, &[(1, 10), (1, 3), (1, 1)]),
+        copies_max: rng.between(1, 3) as u32,
+        delay_ms_max: *rng.pick(&[10_000, 300_000, 1_800_000]),
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.copies_max == 0 || settings.delay_ms_max < 1_000 {
+        return Err(
+            "settings of fault spontaneous-duplicate: need copies_max >= 1 and delay_ms_max >= 1000"
+                .to_owned(),
+        );
+    }
+    Ok(Box::new(SpontaneousDuplicate { settings, rng }))
+}
+
+impl FaultModel for SpontaneousDuplicate {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn shape_workload(&mut self, events: &mut Vec<EventSpec>, _context: &FaultContext) {
+        if !self.settings.enabled {
+            return;
+        }
+        for event in events.iter_mut() {
+            if !self.rng.chance(self.settings.rate) {
+                continue;
+            }
+            for _ in 0..self.rng.between(1, i64::from(self.settings.copies_max)) {
+                let at_ms = event.deliver_at_ms + self.rng.between(1_000, self.settings.delay_ms_max);
+                event.extra_deliveries.push(ExtraDelivery {
+                    at_ms,
+                    reason: "spontaneous duplicate".to_owned(),
+                });
+            }
+        }
+    }
+
+    fn heal(&mut self) {}
+}

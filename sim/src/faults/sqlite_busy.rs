@@ -1,0 +1,77 @@
+//! `SQLITE_BUSY` on BEGIN and a failed COMMIT.
+//!
+//! Beyond the contention the schedule produces by itself, SQLite returns `SQLITE_BUSY` when a
+//! busy timeout runs out or when waiting could deadlock, and a COMMIT can fail with `SQLITE_BUSY`
+//! while readers hold the database, leaving the transaction open. This model makes the statement
+//! about to run fail that way without running it; the code under test must roll back or retry.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
+    swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "sqlite-busy",
+    description: "BEGIN or COMMIT fails with SQLITE_BUSY (a failed COMMIT leaves the transaction open)",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    begin_rate: Ratio,
+    commit_rate: Ratio,
+}
+
+struct SqliteBusy {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+    let choices = [(1, 50), (1, 10), (1, 3)];
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        begin_rate: draw_ratio(rng, &choices),
+        commit_rate: draw_ratio(rng, &choices),
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(SqliteBusy {
+        settings: from_json(KIND.name, value)?,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for SqliteBusy {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn at_scheduling_point(&mut self, _role: ProcessRole, op: PendingOp) -> Option<FaultAction> {
+        if !self.settings.enabled || self.healed {
+            return None;
+        }
+        let rate = match op {
+            PendingOp::Begin => self.settings.begin_rate,
+            PendingOp::Commit => self.settings.commit_rate,
+            _ => return None,
+        };
+        self.rng.chance(rate).then_some(FaultAction::Busy)
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

@@ -1,0 +1,86 @@
+//! Worker pause longer than its lease: a stale worker that wakes up.
+//!
+//! Kleppmann's example: a client holding lease token 33 pauses (GC, a stopped VM), its lease
+//! expires, another client takes token 34, and the first wakes up believing it still holds the
+//! lease. This model pauses a relay worker at any of its steps for 1.5 to 4 times the lease, so
+//! another worker rescues the obligation meanwhile; the stale worker must be fenced out by the
+//! token when it writes.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
+    swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "worker-pause",
+    description: "a relay worker pauses longer than its lease and then carries on as if it held it",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    rate: Ratio,
+    pause_ms_min: i64,
+    pause_ms_max: i64,
+}
+
+struct WorkerPause {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        rate: draw_ratio(rng, &[(1, 100), (1, 20), (1, 5)]),
+        pause_ms_min: (context.lease_ms * 3 / 2).min(context.stall_ms_max),
+        pause_ms_max: (context.lease_ms * 4).min(context.stall_ms_max),
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.pause_ms_min < 1 || settings.pause_ms_max < settings.pause_ms_min {
+        return Err("settings of fault worker-pause: need 1 <= pause_ms_min <= pause_ms_max".to_owned());
+    }
+    Ok(Box::new(WorkerPause {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for WorkerPause {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn at_scheduling_point(&mut self, role: ProcessRole, op: PendingOp) -> Option<FaultAction> {
+        if !self.settings.enabled || self.healed || role != ProcessRole::RelayWorker || op == PendingOp::Wake
+        {
+            return None;
+        }
+        if !self.rng.chance(self.settings.rate) {
+            return None;
+        }
+        Some(FaultAction::Pause {
+            duration_ms: self
+                .rng
+                .between(self.settings.pause_ms_min, self.settings.pause_ms_max),
+        })
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

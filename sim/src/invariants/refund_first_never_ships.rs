@@ -1,0 +1,59 @@
+//! A refund that arrives before its payment never ends with a shipment.
+//!
+//! When the refund is applied while the order still awaits payment, the order is final as
+//! refunded; the payment that arrives afterwards must not create an obligation, and nothing may be
+//! shipped for the order.
+
+use super::{Invariant, InvariantKind, Observation, fulfillment_of};
+use crate::system::ObservedRow;
+use crate::view::operation_of;
+
+pub struct RefundFirstNeverShips;
+
+impl Invariant for RefundFirstNeverShips {
+    fn name(&self) -> &'static str {
+        "refund-first-never-ships"
+    }
+
+    fn description(&self) -> &'static str {
+        "an order refunded before its payment gets no obligation and no shipment"
+    }
+
+    fn kind(&self) -> InvariantKind {
+        InvariantKind::Safety
+    }
+
+    fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
+        let refunded = &observation.history.refunded_before_payment;
+        if refunded.is_empty() {
+            return Ok(());
+        }
+        let is_refunded = |operation: &str| {
+            refunded
+                .iter()
+                .find(|(tenant, order)| fulfillment_of(tenant, order) == operation)
+        };
+        for &index in &observation.step.new_effects {
+            let effect = observation.provider.effect(index);
+            if let Some((tenant, order)) = is_refunded(&effect.operation) {
+                return Err(format!(
+                    "order {tenant}/{order} was refunded before payment but shipped as {}",
+                    effect.id
+                ));
+            }
+        }
+        for commit in &observation.step.commits {
+            for diff in &commit.diffs {
+                if let (None, Some(ObservedRow::Obligation(obligation))) = (&diff.before, &diff.after) {
+                    if let Some((tenant, order)) = is_refunded(&operation_of(obligation)) {
+                        return Err(format!(
+                            "{} created obligation {} for order {tenant}/{order}, refunded before its payment",
+                            commit.process_id, obligation.operation_key
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
