@@ -75,7 +75,11 @@ const BUDGETS: [(&str, u64, &str); 17] = [
     ("ack-before-commit", 5, "success-answer-has-receipt"),
     ("call-inside-transaction", 5, "request-matches-obligation"),
     ("outbox-on-other-connection", 5, "receipt-commits-with-its-work"),
-    ("mark-sent-before-call", 5, "obligation-settles-with-effect-or-reason"),
+    (
+        "mark-sent-before-call",
+        5,
+        "obligation-settles-with-effect-or-reason",
+    ),
     ("new-key-after-error", 10, "one-effect-per-operation"),
 ];
 

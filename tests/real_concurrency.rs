@@ -71,7 +71,7 @@ fn sixteen_threads_delivering_one_event_leave_one_receipt_and_one_obligation() {
     let delivery = WebhookDelivery {
         webhook_id: "msg_evt-17".into(),
         timestamp_s: 0,
-        body: r#"{"id":"evt-17","type":"payment.succeeded","account":"account-a","order":"order-1"}"#.into(),
+        body: r#"{"id":"evt-17","type":"payment.succeeded","account":"account-a","order":"order-1","amount_cents":1250,"created_ms":0}"#.into(),
     };
     let start = Arc::new(Barrier::new(16));
     let threads: Vec<_> = (0..16)
