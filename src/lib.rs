@@ -11,6 +11,8 @@
 //! - [`provider`]: the downstream provider's contract (requests, replies, payload format).
 //! - [`planted`]: the deliberately broken variants used to prove the simulator finds bugs.
 //! - [`realtime`]: an `Env` over a real SQLite file and the wall clock.
+//! - [`signature`]: Standard Webhooks signatures: sign a delivery, verify one against a set of
+//!   secrets and a timestamp tolerance.
 
 pub mod env;
 pub mod planted;
@@ -20,3 +22,4 @@ pub mod realtime;
 pub mod receiver;
 pub mod relay;
 pub mod schema;
+pub mod signature;
