@@ -7,23 +7,29 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::db::Backend;
 use crate::faults;
 use crate::invariants;
+use crate::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
 use crate::run::{RunOptions, RunOutcome, run_seed};
 use crate::seed_file::{SeedFile, replay_command};
-use crate::sweep::{SweepOptions, sweep};
+use crate::sweep::{Progress, Shard, SweepLimits, SweepOptions, sweep_with_limits};
 use crate::system::System;
 use crate::systems;
 use crate::trace::format_time_ms;
 
 /// Seeds a plain `sweep` runs: under a minute on a 2-core machine (330-400 seeds/s).
 pub const DEFAULT_SEEDS: u64 = 15_000;
+
+/// How often a sweep prints a progress line when standard error is not a terminal (a CI log):
+/// often enough to show it is alive, seldom enough to keep the log short.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Parser)]
 #[command(
@@ -73,6 +79,20 @@ struct SweepArgs {
     /// The SQLite backend: memdb (in memory) or wal-file (WAL on tmpfs).
     #[arg(long, default_value = "memdb")]
     backend: String,
+    /// Run only the K-th of N disjoint shards of the range (seed S+i goes to shard i%N+1); the N
+    /// shards together run exactly the unsharded sweep.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<Shard>,
+    /// Stop handing out seeds after SECS seconds of wall time; seeds already running finish.
+    /// --seeds stays the upper bound.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    time_budget: Option<u64>,
+    /// Write a JUnit XML report to FILE: a test case per failing seed and one for the sweep.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write a JSON summary of the sweep and its failures to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -191,6 +211,10 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         )));
     }
     check_writable(&args.seeds_dir)?;
+    // Checked before the sweep, so that a long run does not end in a report it cannot write.
+    for (flag, path) in report_paths(args) {
+        report::check_report_path(path).map_err(|why| report_path_error(flag, path, &why))?;
+    }
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
         |jobs| jobs as usize,
@@ -203,18 +227,29 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         backend,
         check_determinism: args.check_determinism,
     };
-    let progress = progress_bar(args.seeds);
-    let report = sweep(&options, &|done, failures| {
-        progress.set_position(done);
-        if failures > 0 {
-            progress.set_message(format!("{failures} failing"));
-        }
-    });
-    progress.finish_and_clear();
+    let limits = SweepLimits {
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        time_budget: args.time_budget.map(Duration::from_secs),
+    };
+    let progress = ProgressDisplay::new(limits.shard.seeds_of(args.seeds));
+    let report = sweep_with_limits(&options, &limits, &|state| progress.update(state));
+    progress.finish();
 
     let mut code = 0;
+    let mut failed_seeds = Vec::new();
+    let mut seed_errors = Vec::new();
     for (seed, error) in &report.errors {
-        eprintln!("error: seed {seed} could not run: {error}");
+        let reproduce = format!(
+            "cargo run --release -- replay --seed {seed} --system {} --backend {}",
+            system.name(),
+            args.backend
+        );
+        eprintln!("error: seed {seed} could not run: {error}; reproduce: {reproduce}");
+        seed_errors.push(SeedError {
+            seed: *seed,
+            message: error.clone(),
+            replay: reproduce,
+        });
         code = 2;
     }
     for result in &report.failures {
@@ -223,6 +258,10 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         }
         let outcome = &result.outcome;
         if let Some(divergence) = &result.divergence {
+            let reproduce = format!(
+                "cargo run --release -- sweep --system {} --seeds 1 --first-seed {} --check-determinism --backend {}",
+                outcome.system, outcome.seed, args.backend
+            );
             say!(
                 "NONDETERMINISTIC seed {} ({}): the two runs differ from trace line {}",
                 outcome.seed,
@@ -231,33 +270,111 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             );
             say!("  first run:  {}", divergence.first);
             say!("  second run: {}", divergence.second);
-            say!(
-                "  reproduce:  cargo run --release -- sweep --system {} --seeds 1 --first-seed {} --check-determinism",
-                outcome.system,
-                outcome.seed
-            );
+            say!("  reproduce:  {reproduce}");
+            failed_seeds.push(FailedSeed {
+                seed: outcome.seed,
+                invariant: NONDETERMINISM.to_owned(),
+                kind: "determinism".to_owned(),
+                step: None,
+                virtual_time_ms: None,
+                message: format!(
+                    "the two runs differ from trace line {}\nfirst run:  {}\nsecond run: {}",
+                    divergence.line, divergence.first, divergence.second
+                ),
+                seed_file: None,
+                replay: reproduce,
+            });
         }
-        if outcome.failure.is_some() {
-            print_failure(outcome, &args.seeds_dir)?;
+        if let Some(failure) = &outcome.failure {
+            let seed_file = print_failure(outcome, &args.seeds_dir)?;
+            failed_seeds.push(FailedSeed {
+                seed: outcome.seed,
+                invariant: failure.invariant.clone(),
+                kind: failure.kind.clone(),
+                step: Some(failure.step),
+                virtual_time_ms: Some(failure.time_ms),
+                message: failure.message.clone(),
+                seed_file: Some(seed_file.display().to_string()),
+                replay: replay_command(&seed_file),
+            });
         }
     }
+    let summary = SweepSummary {
+        system: system.name().to_owned(),
+        first_seed: args.first_seed,
+        seeds: args.seeds,
+        shard: args.shard,
+        jobs,
+        backend: args.backend.clone(),
+        check_determinism: args.check_determinism,
+        time_budget_s: args.time_budget,
+        seeds_planned: report.seeds_planned,
+        seeds_run: report.seeds_run,
+        steps: report.steps,
+        wall_ms: millis(report.wall),
+        failures: failed_seeds,
+        errors: seed_errors,
+        first_failure: report.first_failure.map(|first| FirstFailureSummary {
+            seed: first.seed,
+            seeds_until: first.seeds_until,
+            wall_ms: millis(first.wall),
+        }),
+    };
+    if let Some(first) = &summary.first_failure {
+        say!("{}", report::first_failure_line(first));
+    }
+    let mut scope = format!("system {}, seeds {}", system.name(), summary.range());
+    if let Some(shard) = args.shard {
+        scope.push_str(&format!(", shard {shard}"));
+    }
+    scope.push_str(&format!(", {jobs} jobs"));
+    if let (Some(budget_s), true) = (args.time_budget, report.stopped_by_budget) {
+        scope.push_str(&format!(
+            ", stopped by the {budget_s} s time budget after {} of {} seeds",
+            report.seeds_run, report.seeds_planned
+        ));
+    }
     say!(
-        "sweep: {} seeds, {} failures, {} steps, {:.1} s wall, {:.1} seeds/s (system {}, seeds {}..{}, {} jobs)",
+        "sweep: {} seeds, {} failures, {} steps, {:.1} s wall, {:.1} seeds/s ({scope})",
         report.seeds_run,
         report.failures.len(),
         report.steps,
         report.wall.as_secs_f64(),
         report.seeds_per_second(),
-        system.name(),
-        args.first_seed,
-        args.first_seed + args.seeds,
-        jobs
     );
+    for (flag, path) in report_paths(args) {
+        let contents = if flag == "--junit" {
+            report::junit_report(&summary)
+        } else {
+            report::json_report(&summary)
+        };
+        report::write_atomically(path, &contents).map_err(|why| report_path_error(flag, path, &why))?;
+    }
     Ok(code)
 }
 
+/// The report files asked for, with the flag that asked for each.
+fn report_paths(args: &SweepArgs) -> Vec<(&'static str, &Path)> {
+    let junit = args.junit.as_deref().map(|path| ("--junit", path));
+    let json = args.json.as_deref().map(|path| ("--json", path));
+    junit.into_iter().chain(json).collect()
+}
+
+fn report_path_error(flag: &str, path: &Path, why: &str) -> UsageError {
+    UsageError(format!(
+        "{flag} {} cannot be written: {why}; choose a file in a writable directory",
+        path.display()
+    ))
+}
+
+/// Whole milliseconds, for reports.
+fn millis(wall: Duration) -> u64 {
+    u64::try_from(wall.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Writes the seed file of a failing run and prints the failure with its replay command.
-fn print_failure(outcome: &RunOutcome, seeds_dir: &Path) -> Result<(), UsageError> {
+/// Returns the path the file was written to.
+fn print_failure(outcome: &RunOutcome, seeds_dir: &Path) -> Result<PathBuf, UsageError> {
     let failure = outcome.failure.as_ref().expect("called for failures");
     let path = seeds_dir.join(format!("{}-{}.json", outcome.system, outcome.seed));
     let file = SeedFile::from_outcome(outcome, replay_command(&path));
@@ -273,7 +390,7 @@ fn print_failure(outcome: &RunOutcome, seeds_dir: &Path) -> Result<(), UsageErro
         failure.message
     );
     say!("  replay: {command}");
-    Ok(())
+    Ok(written)
 }
 
 fn check_writable(directory: &Path) -> Result<(), UsageError> {
@@ -294,16 +411,54 @@ fn check_writable(directory: &Path) -> Result<(), UsageError> {
     Ok(())
 }
 
-fn progress_bar(total: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+/// A sweep's progress on standard error: a bar on a terminal; elsewhere (a CI log, a pipe) a
+/// plain line every [`PROGRESS_INTERVAL`] and nothing else, because a bar's redraws would fill a
+/// log with control characters.
+enum ProgressDisplay {
+    Bar(ProgressBar),
+    Lines {
+        /// The sweep's wall time at which the next line is due.
+        next_line_at: Mutex<Duration>,
+    },
+}
+
+impl ProgressDisplay {
+    fn new(total: u64) -> ProgressDisplay {
+        if !std::io::stderr().is_terminal() {
+            return ProgressDisplay::Lines {
+                next_line_at: Mutex::new(PROGRESS_INTERVAL),
+            };
+        }
+        let bar = ProgressBar::new(total);
+        bar.set_style(ProgressStyle::with_template("{bar:40} {msg}").expect("the template is valid"));
+        ProgressDisplay::Bar(bar)
     }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {per_sec}, {eta} left {msg}")
-            .expect("the template is valid"),
-    );
-    bar
+
+    /// Called after every seed, from any sweep thread.
+    fn update(&self, progress: &Progress) {
+        match self {
+            ProgressDisplay::Bar(bar) => {
+                bar.set_position(progress.done);
+                bar.set_message(progress.to_string());
+            }
+            ProgressDisplay::Lines { next_line_at } => {
+                // Printed while holding the lock, so that lines come out in order.
+                let mut next_line_at = next_line_at.lock().expect("no thread panics while printing");
+                if progress.wall >= *next_line_at {
+                    eprintln!("sweep: {progress}");
+                    while *next_line_at <= progress.wall {
+                        *next_line_at += PROGRESS_INTERVAL;
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let ProgressDisplay::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {

@@ -23,7 +23,8 @@
 //! - [`rng`]: seeded random streams and integer ratios.
 //! - [`trace`]: trace lines and the run digest.
 //! - [`seed_file`]: the JSON file a failing seed is written to.
-//! - [`sweep`]: many seeds over several threads.
+//! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
+//! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
 //! - [`cli`]: the command-line program.
 
 pub mod cli;
@@ -32,6 +33,7 @@ pub mod db;
 pub mod faults;
 pub mod invariants;
 pub mod provider;
+pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;

@@ -5,8 +5,14 @@
 //! before anyone sees them. With the determinism check on, every seed runs twice and the two
 //! digests must agree; on a mismatch both runs are repeated with their traces kept, and the first
 //! differing line is reported. This is the one module that reads the wall clock (for throughput
-//! figures) and starts threads, both strictly outside any simulated run.
+//! figures and the time budget) and starts threads, both strictly outside any simulated run.
+//!
+//! A sweep may run one shard of its range (see [`Shard`]) and may stop handing out seeds when a
+//! time budget is spent. Neither changes what any seed concludes, only which seeds run; a sweep
+//! must never let the clock or the shard reach inside a run.
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,6 +32,163 @@ pub struct SweepOptions {
     pub check_determinism: bool,
 }
 
+/// One of `count` disjoint slices of a sweep's seed range, numbered from 1.
+///
+/// The seeds are dealt round-robin: the seed at index `i` of the range (seed `first_seed + i`)
+/// belongs to shard `i % count + 1`. Dealt this way rather than cut into contiguous slices, every
+/// shard starts at the beginning of the range, so (a) shards stopped by a time budget together
+/// still cover one contiguous prefix of the range instead of N prefixes with gaps between them,
+/// (b) a bug that shows up within the first few seeds is found by every shard within its first
+/// few seeds, and (c) if the cost of a seed drifts along the range, every shard gets its share of
+/// the cheap and the expensive ones. Each seed's outcome depends only on the seed, so the union
+/// of the N shards is exactly the unsharded sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// Which slice, 1 to `count`.
+    pub index: u64,
+    /// How many slices the range is dealt into.
+    pub count: u64,
+}
+
+impl Shard {
+    /// The whole range as one shard.
+    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
+
+    /// How many of a range of `seeds` seeds fall in this shard.
+    pub fn seeds_of(&self, seeds: u64) -> u64 {
+        let offset = self.index - 1;
+        if seeds <= offset {
+            0
+        } else {
+            (seeds - offset).div_ceil(self.count)
+        }
+    }
+
+    /// The index in the range of this shard's `position`-th seed (counting from 0).
+    pub fn range_index(&self, position: u64) -> u64 {
+        (self.index - 1) + position * self.count
+    }
+
+    /// The position among this shard's seeds (counting from 0) of the range's `index`-th seed.
+    pub fn position_of(&self, index: u64) -> u64 {
+        index / self.count
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    /// Parses `K/N`; the error says what is wrong and what would be right, on one line.
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let hint = "write K/N with 1 <= K <= N, for example 1/4";
+        let Some((index, count)) = text.split_once('/') else {
+            return Err(format!("{text:?} is not K/N; {hint}"));
+        };
+        let number = |part: &str| part.trim().parse::<u64>().ok();
+        let (Some(index), Some(count)) = (number(index), number(count)) else {
+            return Err(format!("{text:?} is not two whole numbers K/N; {hint}"));
+        };
+        if count == 0 {
+            return Err(format!("{text:?} has no shards (N is 0); {hint}"));
+        }
+        if index == 0 || index > count {
+            return Err(format!(
+                "shard {index} of {count} does not exist (shards are numbered 1 to {count}); {hint}"
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// Which of the range's seeds a sweep runs, beyond [`SweepOptions`]: a shard, and a time budget
+/// after which no new seed is handed out (the seeds already running finish).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepLimits {
+    pub shard: Shard,
+    pub time_budget: Option<Duration>,
+}
+
+impl Default for SweepLimits {
+    fn default() -> SweepLimits {
+        SweepLimits {
+            shard: Shard::WHOLE,
+            time_budget: None,
+        }
+    }
+}
+
+/// How far a sweep has got, as reported after each seed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Seeds finished.
+    pub done: u64,
+    /// Seeds that failed (or could not run) so far.
+    pub failures: u64,
+    /// The most seeds this sweep will run: the shard's share of the range.
+    pub total: u64,
+    /// Wall time since the sweep started.
+    pub wall: Duration,
+    /// The time budget, if there is one.
+    pub time_budget: Option<Duration>,
+}
+
+impl Progress {
+    /// Seeds per second so far.
+    pub fn seeds_per_second(&self) -> f64 {
+        self.done as f64 / self.wall.as_secs_f64().max(1e-3)
+    }
+
+    /// The wall time until the sweep ends at the current rate, or sooner when the time budget
+    /// ends it; `None` while there is no rate to go by and no budget.
+    pub fn time_left(&self) -> Option<Duration> {
+        let by_budget = self.time_budget.map(|budget| budget.saturating_sub(self.wall));
+        let by_rate = (self.done > 0).then(|| {
+            let remaining = self.total.saturating_sub(self.done) as f64;
+            Duration::from_secs_f64(remaining / self.seeds_per_second())
+        });
+        match (by_budget, by_rate) {
+            (Some(budget), Some(rate)) => Some(budget.min(rate)),
+            (left, None) | (None, left) => left,
+        }
+    }
+}
+
+/// `1200/20000 seeds, 0 failures, 398 seeds/s, 47 s left`: what a progress line or bar shows.
+impl fmt::Display for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{} seeds, {} failures, {:.0} seeds/s, ",
+            self.done,
+            self.total,
+            self.failures,
+            self.seeds_per_second()
+        )?;
+        match self.time_left() {
+            // Rounded up, so that a sweep with time left never says 0 s.
+            Some(left) => write!(f, "{} s left", left.as_secs_f64().ceil() as u64),
+            None => write!(f, "time left unknown"),
+        }
+    }
+}
+
+/// The failing seed that comes first in the sweep's seed order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstFailure {
+    pub seed: u64,
+    /// Seeds of this sweep up to and including this one, in seed order (for an unsharded sweep,
+    /// its index in the range plus one).
+    pub seeds_until: u64,
+    /// Wall time from the start of the sweep until this seed's result arrived.
+    pub wall: Duration,
+}
+
 /// Two runs of one seed that disagree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Divergence {
@@ -40,6 +203,8 @@ pub struct Divergence {
 pub struct SeedResult {
     pub outcome: RunOutcome,
     pub divergence: Option<Divergence>,
+    /// Wall time from the start of the sweep until this result arrived.
+    pub finished_after: Duration,
 }
 
 impl SeedResult {
@@ -51,7 +216,12 @@ impl SeedResult {
 /// What a sweep found.
 #[derive(Debug)]
 pub struct SweepReport {
+    /// Seeds that ran: fewer than the shard's share of the range when the time budget ran out.
     pub seeds_run: u64,
+    /// The shard's share of the range: what would have run without a time budget.
+    pub seeds_planned: u64,
+    /// Whether the time budget stopped the sweep before it ran every planned seed.
+    pub stopped_by_budget: bool,
     /// Failing seeds (invariant or determinism), sorted by seed.
     pub failures: Vec<SeedResult>,
     /// Seeds that could not run at all, with the reason, sorted by seed.
@@ -60,6 +230,8 @@ pub struct SweepReport {
     pub wall: Duration,
     /// Every seed's digest, sorted by seed (for determinism tests).
     pub digests: Vec<(u64, String)>,
+    /// The first failing seed in seed order, if any seed failed.
+    pub first_failure: Option<FirstFailure>,
 }
 
 impl SweepReport {
@@ -70,23 +242,49 @@ impl SweepReport {
 
 /// Runs the sweep. `on_seed_done(done, failures)` is called after each seed, from any thread.
 pub fn sweep(options: &SweepOptions, on_seed_done: &(dyn Fn(u64, u64) + Sync)) -> SweepReport {
+    sweep_with_limits(options, &SweepLimits::default(), &|progress| {
+        on_seed_done(progress.done, progress.failures)
+    })
+}
+
+/// Runs the seeds of `limits.shard` in order, handing out no new seed once the time budget is
+/// spent. `on_progress` is called after each seed, from any thread.
+///
+/// Seeds are handed out from one counter, and the budget is checked before a seed is taken, so
+/// the seeds that ran are always a prefix of the shard's seeds: every seed handed out finishes.
+pub fn sweep_with_limits(
+    options: &SweepOptions,
+    limits: &SweepLimits,
+    on_progress: &(dyn Fn(&Progress) + Sync),
+) -> SweepReport {
     let started = Instant::now();
+    let planned = limits.shard.seeds_of(options.seeds);
     let next = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     let failed = AtomicU64::new(0);
     let steps = AtomicU64::new(0);
+    let budget_spent = std::sync::atomic::AtomicBool::new(false);
     let results: Mutex<Vec<Result<SeedResult, (u64, String)>>> = Mutex::new(Vec::new());
-    let jobs = options.jobs.max(1).min(options.seeds.max(1) as usize);
+    let jobs = options.jobs.max(1).min(planned.max(1) as usize);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
                 loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    if index >= options.seeds {
+                    if limits
+                        .time_budget
+                        .is_some_and(|budget| started.elapsed() >= budget)
+                    {
+                        budget_spent.store(true, Ordering::Relaxed);
                         break;
                     }
-                    let seed = options.first_seed.wrapping_add(index);
-                    let result = run_one(options, seed);
+                    let position = next.fetch_add(1, Ordering::Relaxed);
+                    if position >= planned {
+                        break;
+                    }
+                    let seed = options
+                        .first_seed
+                        .wrapping_add(limits.shard.range_index(position));
+                    let result = run_one(options, seed, started);
                     if let Ok(result) = &result {
                         steps.fetch_add(result.outcome.steps, Ordering::Relaxed);
                     }
@@ -98,23 +296,35 @@ pub fn sweep(options: &SweepOptions, on_seed_done: &(dyn Fn(u64, u64) + Sync)) -
                         .expect("no thread panics while holding the results")
                         .push(result);
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    on_seed_done(finished, failed.load(Ordering::Relaxed));
+                    on_progress(&Progress {
+                        done: finished,
+                        failures: failed.load(Ordering::Relaxed),
+                        total: planned,
+                        wall: started.elapsed(),
+                        time_budget: limits.time_budget,
+                    });
                 }
             });
         }
     });
     let mut results = results.into_inner().expect("threads have finished");
+    // Sorted by place in the range, which is seed order unless the range wraps past the largest
+    // seed (the command line refuses such ranges).
     results.sort_by_key(|result| match result {
-        Ok(result) => result.outcome.seed,
-        Err((seed, _)) => *seed,
+        Ok(result) => result.outcome.seed.wrapping_sub(options.first_seed),
+        Err((seed, _)) => seed.wrapping_sub(options.first_seed),
     });
+    let seeds_run = done.into_inner();
     let mut report = SweepReport {
-        seeds_run: options.seeds,
+        seeds_run,
+        seeds_planned: planned,
+        stopped_by_budget: budget_spent.into_inner() && seeds_run < planned,
         failures: Vec::new(),
         errors: Vec::new(),
         steps: steps.into_inner(),
         wall: started.elapsed(),
         digests: Vec::new(),
+        first_failure: None,
     };
     for result in results {
         match result {
@@ -129,10 +339,20 @@ pub fn sweep(options: &SweepOptions, on_seed_done: &(dyn Fn(u64, u64) + Sync)) -
             Err(error) => report.errors.push(error),
         }
     }
+    // Failures are sorted by place in the range, and a shard hands its seeds out in that order,
+    // so the first failure in the list is the first in seed order.
+    report.first_failure = report.failures.first().map(|result| {
+        let index = result.outcome.seed.wrapping_sub(options.first_seed);
+        FirstFailure {
+            seed: result.outcome.seed,
+            seeds_until: limits.shard.position_of(index) + 1,
+            wall: result.finished_after,
+        }
+    });
     report
 }
 
-fn run_one(options: &SweepOptions, seed: u64) -> Result<SeedResult, (u64, String)> {
+fn run_one(options: &SweepOptions, seed: u64, started: Instant) -> Result<SeedResult, (u64, String)> {
     let run_options = RunOptions {
         backend: options.backend,
         keep_trace: false,
@@ -149,7 +369,11 @@ fn run_one(options: &SweepOptions, seed: u64) -> Result<SeedResult, (u64, String
     } else {
         None
     };
-    Ok(SeedResult { outcome, divergence })
+    Ok(SeedResult {
+        outcome,
+        divergence,
+        finished_after: started.elapsed(),
+    })
 }
 
 /// Runs `seed` twice with traces kept and finds the first line where they differ.
@@ -188,6 +412,90 @@ pub fn first_difference(first: &[String], second: &[String]) -> Option<Divergenc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_deal_the_range_into_disjoint_slices_that_cover_it() {
+        for seeds in [1, 2, 3, 7, 30, 31] {
+            for count in 1..=5 {
+                let mut dealt = Vec::new();
+                for index in 1..=count {
+                    let shard = Shard { index, count };
+                    let positions = 0..shard.seeds_of(seeds);
+                    for position in positions {
+                        let range_index = shard.range_index(position);
+                        assert_eq!(shard.position_of(range_index), position);
+                        assert_eq!(
+                            range_index % count,
+                            index - 1,
+                            "{shard} got a seed of another shard"
+                        );
+                        dealt.push(range_index);
+                    }
+                }
+                dealt.sort_unstable();
+                assert_eq!(
+                    dealt,
+                    (0..seeds).collect::<Vec<_>>(),
+                    "{seeds} seeds in {count} shards"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn progress_reads_as_one_plain_line() {
+        let progress = Progress {
+            done: 1200,
+            total: 20_000,
+            failures: 0,
+            wall: Duration::from_secs(3),
+            time_budget: None,
+        };
+        assert_eq!(
+            progress.to_string(),
+            "1200/20000 seeds, 0 failures, 400 seeds/s, 47 s left"
+        );
+        let budgeted = Progress {
+            time_budget: Some(Duration::from_secs(10)),
+            failures: 2,
+            ..progress
+        };
+        assert_eq!(
+            budgeted.to_string(),
+            "1200/20000 seeds, 2 failures, 400 seeds/s, 7 s left"
+        );
+        let starting = Progress {
+            done: 0,
+            wall: Duration::ZERO,
+            ..progress
+        };
+        assert_eq!(
+            starting.to_string(),
+            "0/20000 seeds, 0 failures, 0 seeds/s, time left unknown"
+        );
+    }
+
+    #[test]
+    fn shard_parsing_accepts_k_of_n_and_explains_the_rest() {
+        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
+        assert_eq!("1/1".parse::<Shard>(), Ok(Shard::WHOLE));
+        for (text, expected) in [
+            ("0/3", "does not exist"),
+            ("4/3", "does not exist"),
+            ("1/0", "no shards"),
+            ("x", "not K/N"),
+            ("a/b", "not two whole numbers"),
+            ("-1/3", "not two whole numbers"),
+        ] {
+            let error = text.parse::<Shard>().unwrap_err();
+            assert!(error.contains(expected), "{text}: {error}");
+            assert!(
+                error.contains("1 <= K <= N"),
+                "{text}: {error} says how to fix it"
+            );
+            assert_eq!(error.lines().count(), 1, "{error}");
+        }
+    }
 
     #[test]
     fn first_difference_finds_changes_and_truncation() {

@@ -209,3 +209,186 @@ fn a_passing_sweep_exits_0_and_replay_by_seed_works() {
     assert_eq!(replay.status.code(), Some(0));
     assert!(stdout(&replay).contains("passed every invariant"));
 }
+
+/// The seeds that failed in a `--json` report, with the invariant each failed.
+fn failing_seeds(json_path: &Path) -> Vec<(u64, String)> {
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json_path).unwrap()).unwrap();
+    json["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|failure| {
+            (
+                failure["seed"].as_u64().unwrap(),
+                failure["invariant"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn three_shards_together_are_the_unsharded_sweep() {
+    let directory = scratch("shards");
+    let sweep = |shard: Option<&str>, name: &str| {
+        let json_path = directory.join(format!("{name}.json"));
+        let mut arguments = vec![
+            "sweep",
+            "--system",
+            "key-per-attempt",
+            "--seeds",
+            "30",
+            "--first-seed",
+            "100",
+            "--jobs",
+            "2",
+            "--seeds-dir",
+            directory.to_str().unwrap(),
+            "--json",
+            json_path.to_str().unwrap(),
+        ];
+        if let Some(shard) = shard {
+            arguments.extend(["--shard", shard]);
+        }
+        let output = commitgap(&arguments);
+        assert_eq!(output.status.code(), Some(1), "{name}: {}", stdout(&output));
+        assert_eq!(
+            stderr(&output),
+            "",
+            "no progress bar or line off a terminal in a short sweep"
+        );
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+        (output, failing_seeds(&json_path), json)
+    };
+    let (whole_output, whole, whole_json) = sweep(None, "whole");
+    assert!(
+        whole.len() >= 5 && whole.len() <= 25,
+        "key-per-attempt fails about half its seeds: {whole:?}"
+    );
+
+    let mut union = Vec::new();
+    let mut seeds_run = 0;
+    let mut steps = 0;
+    for index in 1..=3 {
+        let (output, failures, json) = sweep(Some(&format!("{index}/3")), &format!("shard-{index}"));
+        assert!(
+            stdout(&output)
+                .lines()
+                .last()
+                .unwrap()
+                .contains(&format!("shard {index}/3")),
+            "{}",
+            stdout(&output)
+        );
+        for (seed, _) in &failures {
+            assert_eq!(
+                (seed - 100) % 3,
+                index - 1,
+                "seed {seed} belongs to shard {index}/3 only"
+            );
+        }
+        seeds_run += json["seeds_run"].as_u64().unwrap();
+        steps += json["steps"].as_u64().unwrap();
+        union.extend(failures);
+    }
+    union.sort();
+    assert_eq!(union, whole, "same failing seeds, failing the same invariants");
+    assert_eq!(seeds_run, 30, "every seed ran in exactly one shard");
+    assert_eq!(
+        steps,
+        whole_json["steps"].as_u64().unwrap(),
+        "the shards ran the same seeds as the whole sweep, step for step"
+    );
+
+    // The line before the summary says how soon the first failure came, in seed order.
+    let text = stdout(&whole_output);
+    let lines: Vec<&str> = text.lines().collect();
+    let (first_seed, _) = &whole[0];
+    let expected = format!(
+        "first failure: seed {first_seed} after {} seed",
+        first_seed - 100 + 1
+    );
+    assert!(lines[lines.len() - 2].starts_with(&expected), "{text}");
+    assert!(lines[lines.len() - 1].starts_with(&format!("sweep: 30 seeds, {} failures", whole.len())));
+}
+
+#[test]
+fn a_time_budget_stops_handing_out_seeds() {
+    let directory = scratch("time-budget");
+    let json_path = directory.join("budget.json");
+    let asked: u64 = 1_000_000_000;
+    let started = std::time::Instant::now();
+    let output = commitgap(&[
+        "sweep",
+        "--seeds",
+        &asked.to_string(),
+        "--time-budget",
+        "2",
+        "--jobs",
+        "2",
+        "--seeds-dir",
+        directory.to_str().unwrap(),
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    let elapsed = started.elapsed();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // A billion seeds would take weeks; the budget ends it after 2 s plus the seeds in flight.
+    assert!(elapsed.as_secs() < 120, "took {elapsed:?}");
+    let text = stdout(&output);
+    let summary = text.lines().last().unwrap();
+    let ran: u64 = summary
+        .strip_prefix("sweep: ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("a summary line: {summary}"));
+    assert!(ran >= 1 && ran < asked, "{summary}");
+    assert!(
+        summary.contains(&format!(
+            "stopped by the 2 s time budget after {ran} of {asked} seeds"
+        )),
+        "{summary}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    assert_eq!(json["seeds_run"], ran);
+    assert_eq!(json["seeds_planned"], asked);
+    assert_eq!(json["stopped_by_time_budget"], true);
+}
+
+#[test]
+fn bad_shards_and_unwritable_reports_exit_2_with_one_line() {
+    assert_usage_error(&["sweep", "--shard", "0/3"], "shard 0 of 3 does not exist");
+    assert_usage_error(&["sweep", "--shard", "4/3"], "shard 4 of 3 does not exist");
+    assert_usage_error(&["sweep", "--shard", "x"], "\"x\" is not K/N");
+    assert_usage_error(&["sweep", "--shard", "1/0"], "1 <= K <= N");
+    assert_usage_error(&["sweep", "--time-budget", "0"], "--time-budget");
+    let not_a_directory = scratch("unwritable-report").join("file");
+    std::fs::write(&not_a_directory, b"").unwrap();
+    let below_a_file = not_a_directory.join("report");
+    let seeds_dir = scratch("unwritable-report-seeds");
+    for flag in ["--junit", "--json"] {
+        assert_usage_error(
+            &[
+                "sweep",
+                "--seeds",
+                "1",
+                "--seeds-dir",
+                seeds_dir.to_str().unwrap(),
+                flag,
+                below_a_file.to_str().unwrap(),
+            ],
+            &format!("{flag} {} cannot be written", below_a_file.display()),
+        );
+        assert_usage_error(
+            &[
+                "sweep",
+                "--seeds",
+                "1",
+                "--seeds-dir",
+                seeds_dir.to_str().unwrap(),
+                flag,
+                seeds_dir.to_str().unwrap(),
+            ],
+            "is a directory",
+        );
+    }
+}

@@ -1,0 +1,611 @@
+//! Sweep reports for machines: a JUnit XML file that CI systems display as test results, and a
+//! JSON summary for scripts.
+//!
+//! Both writers take a [`SweepSummary`], a plain struct that the command line fills in after a
+//! sweep, and return text; they do nothing else. They must not run seeds, read the clock or
+//! the environment, or reorder what they are given beyond sorting by seed: the same summary
+//! always gives the same bytes. Every failure they report carries the command that replays it.
+//! Files are written atomically (a temporary file in the same directory, renamed into place),
+//! so a CI system never picks up half a report.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::sweep::Shard;
+use crate::trace::format_time_ms;
+
+/// The version of the JSON layout; it grows when a field changes meaning or goes away.
+pub const JSON_FORMAT_VERSION: u32 = 1;
+
+/// Everything a report says about one sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepSummary {
+    /// The system swept.
+    pub system: String,
+    /// The range is `first_seed..first_seed + seeds`.
+    pub first_seed: u64,
+    pub seeds: u64,
+    /// The shard this sweep ran, if it ran one.
+    pub shard: Option<Shard>,
+    pub jobs: usize,
+    pub backend: String,
+    pub check_determinism: bool,
+    pub time_budget_s: Option<u64>,
+    /// The shard's share of the range: what would have run without a time budget.
+    pub seeds_planned: u64,
+    pub seeds_run: u64,
+    pub steps: u64,
+    pub wall_ms: u64,
+    /// One entry per problem found, sorted by seed.
+    pub failures: Vec<FailedSeed>,
+    /// Seeds that could not run at all, sorted by seed.
+    pub errors: Vec<SeedError>,
+    /// The first failing seed in seed order.
+    pub first_failure: Option<FirstFailureSummary>,
+}
+
+/// One problem found in one seed: an invariant that failed, or two runs that differed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailedSeed {
+    pub seed: u64,
+    /// The invariant that failed, or [`NONDETERMINISM`] when two runs of the seed differed.
+    pub invariant: String,
+    /// `safety`, `liveness`, or `determinism`.
+    pub kind: String,
+    /// The step at which the invariant failed (absent for nondeterminism).
+    pub step: Option<u64>,
+    /// The virtual time at which it failed (absent for nondeterminism).
+    pub virtual_time_ms: Option<i64>,
+    /// The evidence, as the invariant stated it.
+    pub message: String,
+    /// The seed file written for it, if one was.
+    pub seed_file: Option<String>,
+    /// The one command that reproduces it.
+    pub replay: String,
+}
+
+/// The name reports give two runs of one seed that differ.
+pub const NONDETERMINISM: &str = "same-trace-on-every-run";
+
+/// A seed that could not run at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeedError {
+    pub seed: u64,
+    pub message: String,
+    pub replay: String,
+}
+
+/// How long the sweep took to find its first failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstFailureSummary {
+    pub seed: u64,
+    /// Seeds of this sweep up to and including the failing one, in seed order.
+    pub seeds_until: u64,
+    /// Wall time from the start until that seed's result arrived.
+    pub wall_ms: u64,
+}
+
+impl SweepSummary {
+    /// The seed range as `S..E`.
+    pub fn range(&self) -> String {
+        format!(
+            "{}..{}",
+            self.first_seed,
+            self.first_seed.saturating_add(self.seeds)
+        )
+    }
+
+    pub fn seeds_per_second(&self) -> f64 {
+        self.seeds_run as f64 / (self.wall_ms as f64 / 1000.0).max(1e-3)
+    }
+
+    /// Whether every seed that ran passed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && self.errors.is_empty()
+    }
+
+    /// How many distinct seeds failed (a seed can both fail an invariant and diverge).
+    pub fn failing_seeds(&self) -> usize {
+        let mut seeds: Vec<u64> = self.failures.iter().map(|failure| failure.seed).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        seeds.len()
+    }
+
+    fn sorted_failures(&self) -> Vec<&FailedSeed> {
+        let mut failures: Vec<&FailedSeed> = self.failures.iter().collect();
+        failures.sort_by_key(|failure| failure.seed);
+        failures
+    }
+
+    fn sorted_errors(&self) -> Vec<&SeedError> {
+        let mut errors: Vec<&SeedError> = self.errors.iter().collect();
+        errors.sort_by_key(|error| error.seed);
+        errors
+    }
+
+    /// The name the sweep's own test case carries: stable from run to run of the same command,
+    /// so that a CI system can follow its history.
+    fn sweep_case_name(&self) -> String {
+        match self.shard {
+            Some(shard) => format!("sweep of seeds {}, shard {shard}", self.range()),
+            None => format!("sweep of seeds {}", self.range()),
+        }
+    }
+}
+
+/// Seconds with millisecond precision, as reports print them.
+fn seconds(wall_ms: u64) -> f64 {
+    wall_ms as f64 / 1000.0
+}
+
+/// Rounds to one decimal, so that reports do not carry meaningless digits.
+fn one_decimal(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
+/// The JSON summary: one object, fields in a fixed order, failures sorted by seed.
+pub fn json_report(summary: &SweepSummary) -> String {
+    #[derive(Serialize)]
+    struct JsonShard {
+        index: u64,
+        count: u64,
+    }
+
+    #[derive(Serialize)]
+    struct JsonFailure<'a> {
+        seed: u64,
+        invariant: &'a str,
+        kind: &'a str,
+        step: Option<u64>,
+        virtual_time_ms: Option<i64>,
+        virtual_time: Option<String>,
+        message: &'a str,
+        seed_file: Option<&'a str>,
+        replay: &'a str,
+    }
+
+    #[derive(Serialize)]
+    struct JsonReport<'a> {
+        format_version: u32,
+        system: &'a str,
+        first_seed: u64,
+        seeds: u64,
+        seed_range: String,
+        shard: Option<JsonShard>,
+        backend: &'a str,
+        jobs: usize,
+        check_determinism: bool,
+        time_budget_s: Option<u64>,
+        seeds_planned: u64,
+        seeds_run: u64,
+        stopped_by_time_budget: bool,
+        passed: bool,
+        failing_seeds: usize,
+        steps: u64,
+        wall_s: f64,
+        seeds_per_second: f64,
+        first_failing_seed: Option<u64>,
+        seeds_to_first_failure: Option<u64>,
+        time_to_first_failure_s: Option<f64>,
+        failures: Vec<JsonFailure<'a>>,
+        errors: Vec<&'a SeedError>,
+    }
+
+    let report = JsonReport {
+        format_version: JSON_FORMAT_VERSION,
+        system: &summary.system,
+        first_seed: summary.first_seed,
+        seeds: summary.seeds,
+        seed_range: summary.range(),
+        shard: summary.shard.map(|shard| JsonShard {
+            index: shard.index,
+            count: shard.count,
+        }),
+        backend: &summary.backend,
+        jobs: summary.jobs,
+        check_determinism: summary.check_determinism,
+        time_budget_s: summary.time_budget_s,
+        seeds_planned: summary.seeds_planned,
+        seeds_run: summary.seeds_run,
+        stopped_by_time_budget: summary.seeds_run < summary.seeds_planned,
+        passed: summary.passed(),
+        failing_seeds: summary.failing_seeds(),
+        steps: summary.steps,
+        wall_s: seconds(summary.wall_ms),
+        seeds_per_second: one_decimal(summary.seeds_per_second()),
+        first_failing_seed: summary.first_failure.map(|first| first.seed),
+        seeds_to_first_failure: summary.first_failure.map(|first| first.seeds_until),
+        time_to_first_failure_s: summary.first_failure.map(|first| seconds(first.wall_ms)),
+        failures: summary
+            .sorted_failures()
+            .into_iter()
+            .map(|failure| JsonFailure {
+                seed: failure.seed,
+                invariant: &failure.invariant,
+                kind: &failure.kind,
+                step: failure.step,
+                virtual_time_ms: failure.virtual_time_ms,
+                virtual_time: failure.virtual_time_ms.map(format_time_ms),
+                message: &failure.message,
+                seed_file: failure.seed_file.as_deref(),
+                replay: &failure.replay,
+            })
+            .collect(),
+        errors: summary.sorted_errors(),
+    };
+    serde_json::to_string_pretty(&report).expect("the report is plain data") + "\n"
+}
+
+/// The JUnit XML report: one test suite holding a test case for the sweep as a whole (failing
+/// with a count when any seed failed), one per failing seed (its `<failure>` message is the
+/// invariant, its text the evidence and the replay command) and one per seed that could not
+/// run (an `<error>`).
+pub fn junit_report(summary: &SweepSummary) -> String {
+    let failures = summary.sorted_failures();
+    let errors = summary.sorted_errors();
+    let sweep_failed = !summary.passed();
+    let tests = 1 + failures.len() + errors.len();
+    let failure_cases = failures.len() + usize::from(sweep_failed && !failures.is_empty());
+    let error_cases = errors.len() + usize::from(sweep_failed && failures.is_empty());
+    let wall_s = format!("{:.3}", seconds(summary.wall_ms));
+    let classname = attribute(&summary.system);
+
+    let mut xml = String::new();
+    xml.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    xml.push_str(&format!(
+        "<testsuites name=\"commitgap\" tests=\"{tests}\" failures=\"{failure_cases}\" errors=\"{error_cases}\" time=\"{wall_s}\">\n"
+    ));
+    let suite_name = format!("commitgap sweep {} {}", summary.system, summary.sweep_case_name());
+    xml.push_str(&format!(
+        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failure_cases}\" errors=\"{error_cases}\" skipped=\"0\" time=\"{wall_s}\">\n",
+        attribute(&suite_name)
+    ));
+    xml.push_str("    <properties>\n");
+    let shard = summary
+        .shard
+        .map_or_else(|| "none".to_owned(), |shard| shard.to_string());
+    let budget = summary
+        .time_budget_s
+        .map_or_else(|| "none".to_owned(), |budget_s| format!("{budget_s} s"));
+    for (name, value) in [
+        ("system", summary.system.clone()),
+        ("seed_range", summary.range()),
+        ("shard", shard),
+        ("seeds_run", summary.seeds_run.to_string()),
+        ("seeds_planned", summary.seeds_planned.to_string()),
+        ("time_budget", budget),
+        ("backend", summary.backend.clone()),
+        ("check_determinism", summary.check_determinism.to_string()),
+        ("steps", summary.steps.to_string()),
+        ("seeds_per_second", format!("{:.1}", summary.seeds_per_second())),
+    ] {
+        xml.push_str(&format!(
+            "      <property name=\"{name}\" value=\"{}\"/>\n",
+            attribute(&value)
+        ));
+    }
+    xml.push_str("    </properties>\n");
+
+    xml.push_str(&format!(
+        "    <testcase classname=\"{classname}\" name=\"{}\" time=\"{wall_s}\"",
+        attribute(&summary.sweep_case_name())
+    ));
+    if sweep_failed {
+        let element = if failures.is_empty() { "error" } else { "failure" };
+        xml.push_str(&format!(
+            ">\n      <{element} message=\"{}\" type=\"sweep\">{}</{element}>\n    </testcase>\n",
+            attribute(&sweep_verdict(summary)),
+            text(&sweep_details(summary))
+        ));
+    } else {
+        xml.push_str("/>\n");
+    }
+
+    for failure in &failures {
+        let name = if failure.kind == "determinism" {
+            format!("seed {} determinism", failure.seed)
+        } else {
+            format!("seed {}", failure.seed)
+        };
+        xml.push_str(&format!(
+            "    <testcase classname=\"{classname}\" name=\"{}\">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+            attribute(&name),
+            attribute(&failure.invariant),
+            attribute(&failure.kind),
+            text(&failure_details(failure))
+        ));
+    }
+    for error in &errors {
+        xml.push_str(&format!(
+            "    <testcase classname=\"{classname}\" name=\"{}\">\n      <error message=\"could not run\" type=\"error\">{}</error>\n    </testcase>\n",
+            attribute(&format!("seed {}", error.seed)),
+            text(&format!("{}\nreproduce: {}", error.message, error.replay))
+        ));
+    }
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+/// The sweep test case's one-line verdict, such as `14 of 30 seeds failed`.
+fn sweep_verdict(summary: &SweepSummary) -> String {
+    let mut verdict = format!(
+        "{} of {} seeds failed",
+        summary.failing_seeds(),
+        summary.seeds_run
+    );
+    if !summary.errors.is_empty() {
+        verdict.push_str(&format!(", {} could not run", summary.errors.len()));
+    }
+    verdict
+}
+
+/// The sweep test case's text: which seeds failed and how soon the first one was found.
+fn sweep_details(summary: &SweepSummary) -> String {
+    let mut seeds: Vec<String> = summary
+        .sorted_failures()
+        .iter()
+        .map(|failure| failure.seed.to_string())
+        .collect();
+    seeds.dedup();
+    let mut details = format!(
+        "{} of system {} over seeds {}",
+        sweep_verdict(summary),
+        summary.system,
+        summary.range()
+    );
+    if !seeds.is_empty() {
+        details.push_str(&format!("\nfailing seeds: {}", seeds.join(", ")));
+    }
+    if let Some(first) = summary.first_failure {
+        details.push_str(&format!("\n{}", first_failure_line(&first)));
+    }
+    details.push_str("\nEach failing seed has a test case of its own with the command that replays it.");
+    details
+}
+
+/// A failing seed's text: the evidence, where and when, and the replay command.
+fn failure_details(failure: &FailedSeed) -> String {
+    let mut details = match (failure.step, failure.virtual_time_ms) {
+        (Some(step), Some(time_ms)) => format!(
+            "{} ({}) at step {step} ({})\n{}",
+            failure.invariant,
+            failure.kind,
+            format_time_ms(time_ms),
+            failure.message
+        ),
+        _ => format!("{} ({})\n{}", failure.invariant, failure.kind, failure.message),
+    };
+    if let Some(seed_file) = &failure.seed_file {
+        details.push_str(&format!("\nseed file: {seed_file}"));
+    }
+    details.push_str(&format!("\nreplay: {}", failure.replay));
+    details
+}
+
+/// The line that says how soon a sweep found its first failure, such as
+/// `first failure: seed 13 after 14 seeds and 0.2 s`.
+pub fn first_failure_line(first: &FirstFailureSummary) -> String {
+    format!(
+        "first failure: seed {} after {} seed{} and {:.1} s",
+        first.seed,
+        first.seeds_until,
+        if first.seeds_until == 1 { "" } else { "s" },
+        seconds(first.wall_ms)
+    )
+}
+
+/// Escapes text for an XML attribute value: markup characters and the whitespace that an
+/// attribute would otherwise fold into spaces.
+pub fn attribute(value: &str) -> String {
+    escape(value, true)
+}
+
+/// Escapes text for XML element content.
+pub fn text(value: &str) -> String {
+    escape(value, false)
+}
+
+fn escape(value: &str, in_attribute: bool) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for character in value.chars() {
+        match character {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&apos;"),
+            '\n' if in_attribute => escaped.push_str("&#10;"),
+            '\r' if in_attribute => escaped.push_str("&#13;"),
+            '\t' if in_attribute => escaped.push_str("&#9;"),
+            '\n' | '\r' | '\t' => escaped.push(character),
+            // XML 1.0 cannot carry these at all, not even as character references.
+            '\u{0}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}' => escaped.push('\u{fffd}'),
+            _ => escaped.push(character),
+        }
+    }
+    escaped
+}
+
+/// Checks, before a long sweep starts, that a report can later be written to `path`: its
+/// directory exists or can be made, and a file can be created there. Errors are one line.
+pub fn check_report_path(path: &Path) -> Result<(), String> {
+    if path.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    let directory = directory_of(path);
+    fs::create_dir_all(&directory)
+        .map_err(|error| format!("{} cannot be created ({error})", directory.display()))?;
+    let probe = temporary_path(path);
+    fs::write(&probe, b"").map_err(|error| format!("{} is not writable ({error})", directory.display()))?;
+    let _ = fs::remove_file(probe);
+    Ok(())
+}
+
+/// Writes `contents` to `path` atomically: into a temporary file in the same directory, then
+/// renamed over `path`, so that readers see the old file or the whole new one.
+pub fn write_atomically(path: &Path, contents: &str) -> Result<(), String> {
+    if path.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    let directory = directory_of(path);
+    fs::create_dir_all(&directory)
+        .map_err(|error| format!("{} cannot be created ({error})", directory.display()))?;
+    let temporary = temporary_path(path);
+    fs::write(&temporary, contents).map_err(|error| {
+        let _ = fs::remove_file(&temporary);
+        format!("cannot write into {} ({error})", directory.display())
+    })?;
+    fs::rename(&temporary, path).map_err(|error| {
+        let _ = fs::remove_file(&temporary);
+        format!(
+            "cannot move the report into place at {} ({error})",
+            path.display()
+        )
+    })
+}
+
+/// The directory `path` is in; `.` for a bare file name.
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// A hidden name next to `path`, distinct per process, for the file before it is renamed.
+fn temporary_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "report".into(), |name| name.to_string_lossy().into_owned());
+    directory_of(path).join(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(failures: Vec<FailedSeed>) -> SweepSummary {
+        let first_failure = failures.first().map(|failure| FirstFailureSummary {
+            seed: failure.seed,
+            seeds_until: failure.seed + 1,
+            wall_ms: 250,
+        });
+        SweepSummary {
+            system: "key-per-attempt".to_owned(),
+            first_seed: 0,
+            seeds: 30,
+            shard: Some(Shard { index: 2, count: 3 }),
+            jobs: 2,
+            backend: "memdb".to_owned(),
+            check_determinism: false,
+            time_budget_s: None,
+            seeds_planned: 10,
+            seeds_run: 10,
+            steps: 12_345,
+            wall_ms: 1_500,
+            failures,
+            errors: Vec::new(),
+            first_failure,
+        }
+    }
+
+    fn failure(seed: u64, message: &str) -> FailedSeed {
+        FailedSeed {
+            seed,
+            invariant: "one-effect-per-operation".to_owned(),
+            kind: "safety".to_owned(),
+            step: Some(399),
+            virtual_time_ms: Some(2_533_026),
+            message: message.to_owned(),
+            seed_file: Some(format!("seeds/key-per-attempt-{seed}.json")),
+            replay: format!("cargo run --release -- replay seeds/key-per-attempt-{seed}.json"),
+        }
+    }
+
+    #[test]
+    fn escaping_covers_markup_quotes_newlines_and_control_characters() {
+        assert_eq!(
+            text("a < b && c > \"d\" 'e'"),
+            "a &lt; b &amp;&amp; c &gt; &quot;d&quot; &apos;e&apos;"
+        );
+        assert_eq!(text("line\nnext"), "line\nnext");
+        assert_eq!(attribute("line\nnext\tx\ry"), "line&#10;next&#9;x&#13;y");
+        assert_eq!(text("bell\u{7}"), "bell\u{fffd}");
+        assert_eq!(text("]]>"), "]]&gt;");
+    }
+
+    #[test]
+    fn junit_counts_cases_and_carries_replays_in_seed_order() {
+        let xml = junit_report(&summary(vec![failure(7, "x"), failure(4, "<b> & \"q\"")]));
+        assert_eq!(xml.matches("<testcase ").count(), 3);
+        assert_eq!(xml.matches("<failure ").count(), 3, "two seeds and the sweep");
+        assert!(xml.contains("tests=\"3\" failures=\"3\" errors=\"0\""), "{xml}");
+        assert!(xml.contains("message=\"2 of 10 seeds failed\""), "{xml}");
+        assert!(xml.contains("name=\"sweep of seeds 0..30, shard 2/3\""), "{xml}");
+        let four = xml.find("name=\"seed 4\"").unwrap();
+        let seven = xml.find("name=\"seed 7\"").unwrap();
+        assert!(four < seven, "seed cases are sorted by seed");
+        assert!(xml.contains("replay: cargo run --release -- replay seeds/key-per-attempt-4.json"));
+        assert!(xml.contains("&lt;b&gt; &amp; &quot;q&quot;"), "{xml}");
+        assert!(
+            xml.contains("first failure: seed 7 after 8 seeds and 0.2 s"),
+            "{xml}"
+        );
+    }
+
+    #[test]
+    fn a_passing_sweep_is_one_passing_case() {
+        let xml = junit_report(&summary(Vec::new()));
+        assert_eq!(xml.matches("<testcase ").count(), 1);
+        assert!(!xml.contains("<failure"));
+        assert!(xml.contains("tests=\"1\" failures=\"0\" errors=\"0\""), "{xml}");
+    }
+
+    #[test]
+    fn json_has_the_fields_scripts_read() {
+        let json = json_report(&summary(vec![failure(3, "two effects")]));
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["system"], "key-per-attempt");
+        assert_eq!(value["seed_range"], "0..30");
+        assert_eq!(value["shard"]["index"], 2);
+        assert_eq!(value["shard"]["count"], 3);
+        assert_eq!(value["seeds_run"], 10);
+        assert_eq!(value["passed"], false);
+        assert_eq!(value["seeds_to_first_failure"], 4);
+        assert_eq!(value["time_to_first_failure_s"], 0.25);
+        assert_eq!(value["seeds_per_second"], 6.7);
+        let entry = &value["failures"][0];
+        assert_eq!(entry["seed"], 3);
+        assert_eq!(entry["step"], 399);
+        assert_eq!(entry["virtual_time"], "0:42:13.026");
+        assert_eq!(
+            entry["replay"],
+            "cargo run --release -- replay seeds/key-per-attempt-3.json"
+        );
+    }
+
+    #[test]
+    fn a_report_replaces_the_old_file_whole() {
+        let directory = std::env::temp_dir().join(format!("commitgap-report-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&directory);
+        let path = directory.join("nested").join("report.json");
+        check_report_path(&path).unwrap();
+        write_atomically(&path, "first").unwrap();
+        write_atomically(&path, "second").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "second");
+        let leftovers = fs::read_dir(path.parent().unwrap()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary file is left behind");
+        assert!(
+            check_report_path(&directory)
+                .unwrap_err()
+                .contains("is a directory")
+        );
+        let below_a_file = path.join("report.xml");
+        assert!(check_report_path(&below_a_file).is_err());
+        assert!(write_atomically(&below_a_file, "x").is_err());
+        let _ = fs::remove_dir_all(&directory);
+    }
+}
