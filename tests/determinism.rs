@@ -16,6 +16,7 @@ fn digests(system: &str, jobs: usize, check_determinism: bool) -> Vec<(u64, Stri
         jobs,
         backend: Backend::Memdb,
         check_determinism,
+        every_fault: false,
     };
     let report = sweep(&options, &|_, _| {});
     assert!(report.errors.is_empty(), "{:?}", report.errors);

@@ -32,6 +32,7 @@ fn main() {
         jobs: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
         backend: Backend::Memdb,
         check_determinism: false,
+        every_fault: false,
     };
     let report = sweep(&options, &|_, _| {});
     for result in &report.failures {

@@ -24,8 +24,8 @@ use crate::system::System;
 use crate::systems;
 use crate::trace::format_time_ms;
 
-/// Seeds a plain `sweep` runs: under a minute on a 2-core machine (330-400 seeds/s).
-pub const DEFAULT_SEEDS: u64 = 15_000;
+/// Seeds a plain `sweep` runs: under a minute on a 2-core machine (170-200 seeds/s).
+pub const DEFAULT_SEEDS: u64 = 9_000;
 
 /// How often a sweep prints a progress line when standard error is not a terminal (a CI log):
 /// often enough to show it is alive, seldom enough to keep the log short.
@@ -54,7 +54,29 @@ enum Command {
     Replay(ReplayArgs),
     /// List the systems, fault models and invariants.
     List,
+    /// Measure the simulator's power: how fast each planted bug is caught.
+    Mutants(MutantsArgs),
 }
+
+#[derive(Args)]
+struct MutantsArgs {
+    /// The most seeds to spend on each planted bug (and to sweep the reference with).
+    #[arg(long, default_value_t = DEFAULT_MUTANT_BUDGET, value_parser = clap::value_parser!(u64).range(1..))]
+    budget: u64,
+    /// The first seed of every search.
+    #[arg(long, default_value_t = 0)]
+    first_seed: u64,
+    /// Parallel jobs [default: the number of cores].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    jobs: Option<u64>,
+    /// The SQLite backend: memdb or wal-file.
+    #[arg(long, default_value = "memdb")]
+    backend: String,
+}
+
+/// The seeds `mutants` spends on each planted bug by default: several times what the rarest one
+/// needed when measured.
+pub const DEFAULT_MUTANT_BUDGET: u64 = 500;
 
 #[derive(Args)]
 struct SweepArgs {
@@ -76,6 +98,9 @@ struct SweepArgs {
     /// Run every seed twice and fail if the two traces differ.
     #[arg(long)]
     check_determinism: bool,
+    /// Turn every fault model on for every seed, instead of a random subset per seed.
+    #[arg(long)]
+    all_faults: bool,
     /// The SQLite backend: memdb (in memory) or wal-file (WAL on tmpfs).
     #[arg(long, default_value = "memdb")]
     backend: String,
@@ -112,6 +137,9 @@ struct ReplayArgs {
     /// The SQLite backend for --seed: memdb or wal-file (a file's own setting wins).
     #[arg(long, default_value = "memdb")]
     backend: String,
+    /// With --seed: turn every fault model on, as `sweep --all-faults` did.
+    #[arg(long)]
+    all_faults: bool,
 }
 
 /// A failure to carry out a command, reported with exit code 2.
@@ -150,6 +178,7 @@ pub fn main() -> i32 {
             list();
             Ok(0)
         }
+        Command::Mutants(args) => run_mutants(&args),
     };
     match result {
         Ok(code) => code,
@@ -226,6 +255,7 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         jobs,
         backend,
         check_determinism: args.check_determinism,
+        every_fault: args.all_faults,
     };
     let limits = SweepLimits {
         shard: args.shard.unwrap_or(Shard::WHOLE),
@@ -238,9 +268,10 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     let mut code = 0;
     let mut failed_seeds = Vec::new();
     let mut seed_errors = Vec::new();
+    let all_faults = if args.all_faults { " --all-faults" } else { "" };
     for (seed, error) in &report.errors {
         let reproduce = format!(
-            "cargo run --release -- replay --seed {seed} --system {} --backend {}",
+            "cargo run --release -- replay --seed {seed} --system {} --backend {}{all_faults}",
             system.name(),
             args.backend
         );
@@ -259,7 +290,7 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         let outcome = &result.outcome;
         if let Some(divergence) = &result.divergence {
             let reproduce = format!(
-                "cargo run --release -- sweep --system {} --seeds 1 --first-seed {} --check-determinism --backend {}",
+                "cargo run --release -- sweep --system {} --seeds 1 --first-seed {} --check-determinism --backend {}{all_faults}",
                 outcome.system, outcome.seed, args.backend
             );
             say!(
@@ -470,6 +501,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
                 backend: file.config.backend,
                 keep_trace: args.trace,
                 config: Some(file.config.clone()),
+                every_fault: false,
             };
             (file.seed, system, options, Some(file))
         }
@@ -479,6 +511,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
                 backend: find_backend(&args.backend)?,
                 keep_trace: args.trace,
                 config: None,
+                every_fault: args.all_faults,
             };
             (seed, system, options, None)
         }
@@ -535,6 +568,78 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
         );
     }
     Ok(1)
+}
+
+fn run_mutants(args: &MutantsArgs) -> Result<i32, UsageError> {
+    let backend = find_backend(&args.backend)?;
+    if args.first_seed.checked_add(args.budget - 1).is_none() {
+        return Err(UsageError(format!(
+            "--first-seed {} plus --budget {} runs past the largest seed; lower one of them",
+            args.first_seed, args.budget
+        )));
+    }
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        |jobs| jobs as usize,
+    );
+    let options = crate::mutants::MutantsOptions {
+        budget: args.budget,
+        first_seed: args.first_seed,
+        jobs,
+        backend,
+    };
+    say!(
+        "{:<28} {:<42} {:>6} {:>9} {:>7}",
+        "planted bug",
+        "caught by",
+        "seeds",
+        "wall",
+        "steps"
+    );
+    let report = crate::mutants::run(options, &|row| match &row.caught {
+        Some(caught) => say!(
+            "{:<28} {:<42} {:>6} {:>7.2} s {:>7}",
+            row.system,
+            caught.invariant,
+            caught.seeds_to_failure,
+            caught.wall_to_failure.as_secs_f64(),
+            caught.steps
+        ),
+        None => say!("{:<28} {:<42} {:>6}", row.system, "SURVIVED", args.budget),
+    });
+    let reference = &report.reference;
+    let verdict = if reference.failures.is_empty() {
+        "passed"
+    } else {
+        "FAILED"
+    };
+    say!(
+        "{:<28} {:<42} {:>6} {:>7.2} s",
+        "reference",
+        format!("{verdict} {} seeds", reference.seeds),
+        reference.seeds,
+        reference.wall.as_secs_f64()
+    );
+    for (seed, invariant) in &reference.failures {
+        say!(
+            "  reference seed {seed} failed {invariant}; replay: cargo run --release -- replay --seed {seed} --system reference"
+        );
+    }
+    let caught = report.rows.len() - report.survivors().len();
+    say!(
+        "mutants: {caught} of {} planted bugs caught within {} seeds each; the reference {verdict} {} seeds",
+        report.rows.len(),
+        args.budget,
+        reference.seeds
+    );
+    if !report.survivors().is_empty() {
+        say!("mutants: survived: {}", report.survivors().join(", "));
+    }
+    Ok(if report.all_caught_and_reference_passed() {
+        0
+    } else {
+        1
+    })
 }
 
 fn list() {

@@ -70,7 +70,9 @@ impl SimConfig {
             backoff_base_ms: *rng.pick(&[SECOND_MS, 5 * SECOND_MS, 30 * SECOND_MS]),
             backoff_cap_ms: *rng.pick(&[30 * MINUTE_MS, HOUR_MS, 2 * HOUR_MS]),
             idle_poll_min_ms: SECOND_MS,
-            idle_poll_max_ms: *rng.pick(&[MINUTE_MS, 5 * MINUTE_MS]),
+            // Idle polls are most of a long run's steps; retries do not depend on them (they sleep
+            // until due), only the pickup of new work after a long quiet stretch does.
+            idle_poll_max_ms: *rng.pick(&[5 * MINUTE_MS, 15 * MINUTE_MS]),
             attempts_max: *rng.pick(&[10, 30]),
             clock_skew_ms_max: 5 * MINUTE_MS,
             stall_ms_max: 10 * MINUTE_MS,
@@ -104,6 +106,15 @@ impl SimConfig {
                 .insert(kind.name.to_owned(), (kind.draw)(&mut fault_rng, &context));
         }
         config
+    }
+
+    /// Turns every fault model on, keeping the rates drawn for it.
+    pub fn enable_every_fault(&mut self) {
+        for settings in self.faults.values_mut() {
+            if let Some(enabled) = settings.get_mut("enabled") {
+                *enabled = serde_json::Value::Bool(true);
+            }
+        }
     }
 
     /// What fault models may base their settings on.

@@ -19,6 +19,7 @@
 //! - [`invariants`]: the invariants, one file each, and their registry.
 //! - [`system`]: the interface a system under test implements.
 //! - [`systems`]: the reference system and its planted bugs.
+//! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
 //! - [`config`]: the configuration and workload drawn from a seed.
 //! - [`rng`]: seeded random streams and integer ratios.
 //! - [`trace`]: trace lines and the run digest.
@@ -32,6 +33,7 @@ pub mod config;
 pub mod db;
 pub mod faults;
 pub mod invariants;
+pub mod mutants;
 pub mod provider;
 pub mod report;
 pub mod rng;

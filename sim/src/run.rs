@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub keep_trace: bool,
     /// Run this configuration instead of the one drawn from the seed.
     pub config: Option<SimConfig>,
+    /// With a drawn configuration, turn every fault model on instead of a random subset.
+    pub every_fault: bool,
 }
 
 impl Default for RunOptions {
@@ -48,6 +50,7 @@ impl Default for RunOptions {
             backend: Backend::Memdb,
             keep_trace: false,
             config: None,
+            every_fault: false,
         }
     }
 }
@@ -86,7 +89,13 @@ pub struct RunOutcome {
 pub fn run_seed(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Result<RunOutcome, String> {
     let config = match &options.config {
         Some(config) => config.clone(),
-        None => SimConfig::draw(seed, options.backend),
+        None => {
+            let mut config = SimConfig::draw(seed, options.backend);
+            if options.every_fault {
+                config.enable_every_fault();
+            }
+            config
+        }
     };
     config.validate()?;
     let workload = Workload::draw(seed, &config);

@@ -139,6 +139,38 @@ impl Scenario {
         Ok(Task(task))
     }
 
+    /// Delivers every `(receiver, event_id)` at once, runs to quiet, and delivers again (to the
+    /// same receiver) each one answered "retry later", as a sender would, for at most
+    /// `rounds_max` rounds. Returns the final answers, in the order given, and the rounds taken.
+    pub fn deliver_until_answered(
+        &mut self,
+        deliveries: &[(u32, &str)],
+        rounds_max: u32,
+    ) -> Result<(Vec<Answer>, u32), String> {
+        let mut answers: Vec<Option<Answer>> = vec![None; deliveries.len()];
+        for round in 1..=rounds_max {
+            let mut tasks = Vec::new();
+            for (index, &(receiver, event_id)) in deliveries.iter().enumerate() {
+                if !matches!(answers[index], Some(Answer::Success(_) | Answer::Rejected(_))) {
+                    tasks.push((index, self.deliver(receiver, event_id)?));
+                }
+            }
+            self.run_until_quiet()?;
+            for (index, task) in tasks {
+                answers[index] = self.answer(task);
+            }
+            if answers
+                .iter()
+                .all(|answer| matches!(answer, Some(Answer::Success(_) | Answer::Rejected(_))))
+            {
+                return Ok((answers.into_iter().map(Option::unwrap).collect(), round));
+            }
+        }
+        Err(format!(
+            "deliveries still answered \"retry later\" after {rounds_max} rounds"
+        ))
+    }
+
     /// Runs `task` alone until its next statement contains `sql_fragment`, and stops before it.
     pub fn run_until_before(&mut self, task: Task, sql_fragment: &str) -> Result<(), String> {
         for _ in 0..STEPS_PER_CALL_MAX {
@@ -214,6 +246,28 @@ impl Scenario {
             .provider_replies_to_drop += count;
     }
 
+    /// Makes the provider reject the next `count` sends for good (400), without acting.
+    pub fn reject_provider_sends(&mut self, count: u32) {
+        let mut world = self.simulation.world.borrow_mut();
+        world
+            .scripted
+            .as_mut()
+            .expect("scenarios are scripted")
+            .provider_sends_to_reject += count;
+    }
+
+    /// Runs the operator's requeue of dead obligations to completion.
+    pub fn requeue_dead(&mut self) -> Result<(), String> {
+        let process = self.process("operator")?;
+        let system = Arc::clone(self.simulation.system());
+        let task = self
+            .simulation
+            .spawn(process, TaskKind::Operator, move |env, _| {
+                system.requeue_dead_obligations(env)
+            })?;
+        self.run_task_to_end(task)
+    }
+
     /// Runs the system's purge job to completion, deleting receipts received before
     /// `older_than_ms`.
     pub fn purge_receipts(&mut self, older_than_ms: i64) -> Result<(), String> {
@@ -222,6 +276,11 @@ impl Scenario {
         let task = self.simulation.spawn(process, TaskKind::Purge, move |env, _| {
             system.purge_receipts(env, older_than_ms)
         })?;
+        self.run_task_to_end(task)
+    }
+
+    /// Runs everything until `task` has finished.
+    fn run_task_to_end(&mut self, task: TaskId) -> Result<(), String> {
         for _ in 0..STEPS_PER_CALL_MAX {
             if !self.simulation.world.borrow().tasks.contains_key(&task) {
                 return Ok(());
@@ -231,7 +290,7 @@ impl Scenario {
                 outcome => self.record(outcome),
             }
         }
-        Err("the purge job did not finish".to_owned())
+        Err("the task did not finish".to_owned())
     }
 
     /// Runs `sql` outside every process (between steps) and returns its rows.

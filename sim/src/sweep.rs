@@ -30,6 +30,8 @@ pub struct SweepOptions {
     pub jobs: usize,
     pub backend: Backend,
     pub check_determinism: bool,
+    /// Turn every fault model on for every seed instead of a random subset (swarm testing).
+    pub every_fault: bool,
 }
 
 /// One of `count` disjoint slices of a sweep's seed range, numbered from 1.
@@ -357,6 +359,7 @@ fn run_one(options: &SweepOptions, seed: u64, started: Instant) -> Result<SeedRe
         backend: options.backend,
         keep_trace: false,
         config: None,
+        every_fault: options.every_fault,
     };
     let outcome = run_seed(&options.system, seed, &run_options).map_err(|error| (seed, error))?;
     let divergence = if options.check_determinism {
@@ -382,6 +385,7 @@ fn locate_divergence(options: &SweepOptions, seed: u64) -> Result<Divergence, St
         backend: options.backend,
         keep_trace: true,
         config: None,
+        every_fault: options.every_fault,
     };
     let first = run_seed(&options.system, seed, &run_options)?
         .trace

@@ -220,6 +220,8 @@ pub struct Scripted {
     pub answers: BTreeMap<TaskId, Answer>,
     /// How many of the next provider replies to lose.
     pub provider_replies_to_drop: u32,
+    /// How many of the next sends the provider rejects for good (400), without acting.
+    pub provider_sends_to_reject: u32,
 }
 
 /// At most this many fault decisions are kept for the seed file.
@@ -579,6 +581,23 @@ impl World {
         });
 
         let provider_faults = faults::provider_faults(&mut self.faults, now_ms, &call.request);
+        if let Some(scripted) = &mut self.scripted
+            && scripted.provider_sends_to_reject > 0
+            && matches!(call.request, ProviderRequest::Send { .. })
+        {
+            scripted.provider_sends_to_reject -= 1;
+            let _ = write!(
+                self.line,
+                "call send key={key} -> provider rejected 400: account suspended"
+            );
+            let reason = "account suspended".to_owned();
+            let reply = Ok(ProviderReply::Rejected { status: 400, reason });
+            self.tasks
+                .get_mut(&task)
+                .expect("a calling task is registered")
+                .reply = Some(reply);
+            return now_ms + 1;
+        }
         let verb = match &call.request {
             ProviderRequest::Send { .. } => "send",
             ProviderRequest::Lookup { .. } => "lookup",

@@ -392,3 +392,26 @@ fn bad_shards_and_unwritable_reports_exit_2_with_one_line() {
         );
     }
 }
+
+#[test]
+fn mutants_names_what_survives_a_too_small_budget() {
+    let output = commitgap(&["mutants", "--budget", "2"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    for bug in ["receipt-first", "unfenced-completion", "new-key-after-error"] {
+        assert!(
+            text.lines().any(|line| line.starts_with(bug)),
+            "a row for {bug}: {text}"
+        );
+    }
+    assert!(
+        text.contains("SURVIVED"),
+        "two seeds are too few for the rarest bug: {text}"
+    );
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("mutants: survived: ") && last.contains("unfenced-completion"),
+        "{last}"
+    );
+    assert!(text.contains("reference"), "the reference is swept too");
+}

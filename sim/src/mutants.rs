@@ -1,0 +1,178 @@
+//! The simulator's power, measured: how fast each planted bug is caught.
+//!
+//! For every planted bug, seeds run from the first one onwards, a few per job at a time, until a
+//! seed fails or the budget is spent; the row records the invariant that caught the bug, how many
+//! seeds it took (the failing seed's position in the range), the wall time until that seed's batch
+//! finished and the failing run's length in steps. The reference system then sweeps the same
+//! budget and must pass it. A planted bug that survives its budget is a finding about the
+//! simulator (a missing fault model or invariant), not about the bug. This module reads the wall
+//! clock for the figures only, outside every run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::db::Backend;
+use crate::sweep::{SweepOptions, sweep};
+use crate::system::System;
+use crate::systems;
+
+/// How a planted bug was caught.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caught {
+    pub seed: u64,
+    pub invariant: String,
+    /// The failing seed's position in the range, from 1.
+    pub seeds_to_failure: u64,
+    pub wall_to_failure: Duration,
+    /// Steps of the failing run.
+    pub steps: u64,
+}
+
+/// One planted bug's result.
+#[derive(Debug, Clone)]
+pub struct MutantRow {
+    pub system: String,
+    /// `None` when the bug survived the budget.
+    pub caught: Option<Caught>,
+}
+
+/// The reference system's sweep over the same budget.
+#[derive(Debug, Clone)]
+pub struct ReferenceRow {
+    pub seeds: u64,
+    /// Failing seeds and their invariants, sorted by seed.
+    pub failures: Vec<(u64, String)>,
+    pub wall: Duration,
+}
+
+/// Every row of a `mutants` run.
+#[derive(Debug, Clone)]
+pub struct MutantsReport {
+    pub budget: u64,
+    pub rows: Vec<MutantRow>,
+    pub reference: ReferenceRow,
+}
+
+impl MutantsReport {
+    /// The planted bugs that survived their budget.
+    pub fn survivors(&self) -> Vec<&str> {
+        self.rows
+            .iter()
+            .filter(|row| row.caught.is_none())
+            .map(|row| row.system.as_str())
+            .collect()
+    }
+
+    /// True when every planted bug was caught and the reference passed.
+    pub fn all_caught_and_reference_passed(&self) -> bool {
+        self.survivors().is_empty() && self.reference.failures.is_empty()
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct MutantsOptions {
+    pub budget: u64,
+    pub first_seed: u64,
+    pub jobs: usize,
+    pub backend: Backend,
+}
+
+/// Runs every planted bug, then the reference. `on_row` is called as each planted bug finishes.
+pub fn run(options: MutantsOptions, on_row: &dyn Fn(&MutantRow)) -> MutantsReport {
+    let mut rows = Vec::new();
+    for system in systems::all()
+        .into_iter()
+        .filter(|system| system.name() != "reference")
+    {
+        let row = hunt(&system, options);
+        on_row(&row);
+        rows.push(row);
+    }
+    let reference = systems::by_name("reference").expect("the reference is registered");
+    let started = Instant::now();
+    let report = sweep(
+        &sweep_options(&reference, options, options.first_seed, options.budget),
+        &|_, _| {},
+    );
+    let failures = report
+        .failures
+        .iter()
+        .map(|result| {
+            let invariant = result
+                .outcome
+                .failure
+                .as_ref()
+                .map_or("nondeterminism", |failure| &failure.invariant);
+            (result.outcome.seed, invariant.to_owned())
+        })
+        .chain(
+            report
+                .errors
+                .iter()
+                .map(|(seed, error)| (*seed, format!("error: {error}"))),
+        )
+        .collect();
+    MutantsReport {
+        budget: options.budget,
+        rows,
+        reference: ReferenceRow {
+            seeds: options.budget,
+            failures,
+            wall: started.elapsed(),
+        },
+    }
+}
+
+/// Sweeps `system` batch by batch until a seed fails or the budget is spent.
+fn hunt(system: &Arc<dyn System>, options: MutantsOptions) -> MutantRow {
+    let started = Instant::now();
+    // A few seeds per job keep both cores busy while wasting little work past the first failure.
+    let batch = (options.jobs.max(1) as u64) * 2;
+    let mut offset = 0;
+    while offset < options.budget {
+        let seeds = batch.min(options.budget - offset);
+        let first_seed = options.first_seed.wrapping_add(offset);
+        let report = sweep(&sweep_options(system, options, first_seed, seeds), &|_, _| {});
+        if let Some(result) = report
+            .failures
+            .iter()
+            .find(|result| result.outcome.failure.is_some())
+        {
+            let outcome = &result.outcome;
+            let failure = outcome.failure.as_ref().expect("found above");
+            return MutantRow {
+                system: system.name().to_owned(),
+                caught: Some(Caught {
+                    seed: outcome.seed,
+                    invariant: failure.invariant.clone(),
+                    seeds_to_failure: outcome.seed.wrapping_sub(options.first_seed) + 1,
+                    wall_to_failure: started.elapsed(),
+                    steps: outcome.steps,
+                }),
+            };
+        }
+        offset += seeds;
+    }
+    MutantRow {
+        system: system.name().to_owned(),
+        caught: None,
+    }
+}
+
+fn sweep_options(
+    system: &Arc<dyn System>,
+    options: MutantsOptions,
+    first_seed: u64,
+    seeds: u64,
+) -> SweepOptions {
+    SweepOptions {
+        system: Arc::clone(system),
+        first_seed,
+        seeds,
+        jobs: options.jobs,
+        backend: options.backend,
+        check_determinism: false,
+        every_fault: false,
+    }
+}
