@@ -37,3 +37,100 @@ fn same_seeds_give_same_digests_across_runs_and_job_counts() {
         assert_eq!(distinct.len(), 40, "different seeds give different runs");
     }
 }
+
+/// The reference system with a planted nondeterminism: every other run, across the whole
+/// process, its relay workers sleep one extra millisecond before they start, as a system that
+/// read a global counter or the wall clock would.
+struct FlakySystem {
+    inner: Arc<dyn commitgap_sim::system::System>,
+    runs: std::sync::atomic::AtomicU64,
+}
+
+impl commitgap_sim::system::System for FlakySystem {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    fn description(&self) -> &str {
+        "the reference, with relay start-up that depends on how many runs came before"
+    }
+    fn set_up(
+        &self,
+        connection: &rusqlite::Connection,
+        fixtures: &commitgap_sim::system::Fixtures,
+    ) -> Result<(), commitgap::env::DbError> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.set_up(connection, fixtures)
+    }
+    fn handle_delivery(
+        &self,
+        env: std::rc::Rc<dyn commitgap::env::Env>,
+        delivery: commitgap::receiver::WebhookDelivery,
+    ) -> commitgap::env::LocalBoxFuture<'static, commitgap::receiver::Answer> {
+        self.inner.handle_delivery(env, delivery)
+    }
+    fn run_relay_worker(
+        &self,
+        env: std::rc::Rc<dyn commitgap::env::Env>,
+        settings: commitgap::relay::RelaySettings,
+    ) -> commitgap::env::LocalBoxFuture<'static, ()> {
+        let odd = self.runs.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1;
+        let worker = self.inner.run_relay_worker(env.clone(), settings);
+        Box::pin(async move {
+            if odd {
+                env.sleep_ms(1).await;
+            }
+            worker.await;
+        })
+    }
+    fn purge_receipts(
+        &self,
+        env: std::rc::Rc<dyn commitgap::env::Env>,
+        older_than_ms: i64,
+    ) -> commitgap::env::LocalBoxFuture<'static, ()> {
+        self.inner.purge_receipts(env, older_than_ms)
+    }
+    fn requeue_dead_obligations(
+        &self,
+        env: std::rc::Rc<dyn commitgap::env::Env>,
+    ) -> commitgap::env::LocalBoxFuture<'static, ()> {
+        self.inner.requeue_dead_obligations(env)
+    }
+    fn observed_tables(&self) -> &[&'static str] {
+        self.inner.observed_tables()
+    }
+    fn decode_row(
+        &self,
+        table: &str,
+        values: &[rusqlite::types::Value],
+    ) -> Result<commitgap_sim::system::ObservedRow, String> {
+        self.inner.decode_row(table, values)
+    }
+}
+
+#[test]
+fn a_nondeterministic_system_is_caught_and_shown_side_by_side() {
+    let system: Arc<dyn commitgap_sim::system::System> = Arc::new(FlakySystem {
+        inner: systems::by_name("reference").unwrap(),
+        runs: std::sync::atomic::AtomicU64::new(0),
+    });
+    let options = SweepOptions {
+        system,
+        first_seed: 0,
+        seeds: 3,
+        jobs: 1,
+        backend: Backend::Memdb,
+        check_determinism: true,
+        every_fault: false,
+    };
+    let report = sweep(&options, &|_, _| {});
+    let divergence = report
+        .failures
+        .iter()
+        .find_map(|result| result.divergence.clone())
+        .expect("the check finds the planted nondeterminism");
+    assert_ne!(divergence.first.first(), divergence.second.first());
+    let rows = divergence.side_by_side(60);
+    assert!(rows.len() > 2, "a window of lines, not one: {rows:#?}");
+    assert!(rows[1].starts_with('*'), "the first row shown differs: {rows:#?}");
+    assert!(rows[1].contains(" | "), "two columns: {rows:#?}");
+}

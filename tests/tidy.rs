@@ -38,6 +38,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "time to first failure, measured outside every run",
     ),
     (
+        "sim/src/shrink.rs",
+        "thread::scope",
+        "failures are shrunk in parallel, each shrink a sequence of whole runs on one thread",
+    ),
+    (
         "src/realtime.rs",
         "SystemTime",
         "the real-time Env is the production clock",

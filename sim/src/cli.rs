@@ -1,10 +1,11 @@
-//! The command-line program: `sweep`, `replay` and `list`.
+//! The command-line program: `sweep`, `replay`, `shrink`, `list` and `mutants`.
 //!
 //! Exit codes: 0 when every invariant held, 1 when one failed (or two runs of a seed disagreed),
 //! 2 for bad usage or bad input, with one line on standard error that says what is wrong and how
 //! to fix it. Every failure printed carries the command that replays it. Results go to standard
 //! output; progress and errors go to standard error.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,12 +14,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::corpus::{Corpus, Kept};
 use crate::db::Backend;
 use crate::faults;
 use crate::invariants;
 use crate::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
-use crate::run::{RunOptions, RunOutcome, run_seed};
-use crate::seed_file::{SeedFile, replay_command};
+use crate::run::{RunOptions, run_seed};
+use crate::seed_file::{SeedFile, ShrunkRun, replay_command};
+use crate::shrink::DEFAULT_SHRINK_RUNS;
 use crate::sweep::{Progress, Shard, SweepLimits, SweepOptions, sweep_with_limits};
 use crate::system::System;
 use crate::systems;
@@ -26,6 +29,9 @@ use crate::trace::format_time_ms;
 
 /// Seeds a plain `sweep` runs: under a minute on a 2-core machine (170-200 seeds/s).
 pub const DEFAULT_SEEDS: u64 = 9_000;
+
+/// How wide each run's column is when two diverging traces are printed side by side.
+const DIVERGENCE_COLUMN_WIDTH: usize = 70;
 
 /// How often a sweep prints a progress line when standard error is not a terminal (a CI log):
 /// often enough to show it is alive, seldom enough to keep the log short.
@@ -52,6 +58,8 @@ enum Command {
     Sweep(SweepArgs),
     /// Re-run one seed, from its seed file or by number.
     Replay(ReplayArgs),
+    /// Reduce a seed file's failing run to the fewest steps and faults that still fail it.
+    Shrink(ShrinkArgs),
     /// List the systems, fault models and invariants.
     List,
     /// Measure the simulator's power: how fast each planted bug is caught.
@@ -118,6 +126,40 @@ struct SweepArgs {
     /// Write a JSON summary of the sweep and its failures to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write every failure's seed file as found, without shrinking it first.
+    #[arg(long)]
+    no_shrink: bool,
+    /// Shrink at most this many failures of each invariant (the first in seed order); further
+    /// failures of that invariant are listed with their replay command but get no seed file.
+    #[arg(long, default_value_t = DEFAULT_SHRINK_MAX, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    shrink_max: u64,
+    /// The most candidate runs to spend shrinking each failure.
+    #[arg(long, default_value_t = DEFAULT_SHRINK_RUNS as u64, value_name = "RUNS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    shrink_runs: u64,
+}
+
+/// Failures of one invariant that a sweep shrinks by default: a few distinct stories are worth
+/// keeping; thousands of failures of one planted bug are not worth thousands of files.
+pub const DEFAULT_SHRINK_MAX: u64 = 5;
+
+#[derive(Args)]
+struct ShrinkArgs {
+    /// A seed file written by `sweep`; the shrunk run is written back into it.
+    file: PathBuf,
+    /// The most candidate runs to try.
+    #[arg(long, default_value_t = DEFAULT_SHRINK_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    runs: u64,
+}
+
+/// Which run of a seed file `replay` runs.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReplayFrom {
+    /// The seed and its configuration, drawing every decision again.
+    Seed,
+    /// The schedule written down when the failure was found.
+    Schedule,
+    /// The shrunk schedule.
+    Shrunk,
 }
 
 #[derive(Args)]
@@ -140,6 +182,10 @@ struct ReplayArgs {
     /// With --seed: turn every fault model on, as `sweep --all-faults` did.
     #[arg(long)]
     all_faults: bool,
+    /// Which run of the file to replay [default: shrunk if the file has one, else schedule if
+    /// it has one, else seed].
+    #[arg(long, value_enum)]
+    from: Option<ReplayFrom>,
 }
 
 /// A failure to carry out a command, reported with exit code 2.
@@ -174,6 +220,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Sweep(args) => run_sweep(&args),
         Command::Replay(args) => run_replay(&args),
+        Command::Shrink(args) => run_shrink(&args),
         Command::List => {
             list();
             Ok(0)
@@ -269,6 +316,14 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     let mut failed_seeds = Vec::new();
     let mut seed_errors = Vec::new();
     let all_faults = if args.all_faults { " --all-faults" } else { "" };
+    let replay_by_seed = |seed: u64| {
+        format!(
+            "cargo run --release -- replay --seed {seed} --system {} --backend {}{all_faults}",
+            system.name(),
+            args.backend
+        )
+    };
+    let mut keeping = keep_failures(&system, &report.failures, args, jobs)?;
     for (seed, error) in &report.errors {
         let reproduce = format!(
             "cargo run --release -- replay --seed {seed} --system {} --backend {}{all_faults}",
@@ -299,8 +354,10 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
                 outcome.system,
                 divergence.line
             );
-            say!("  first run:  {}", divergence.first);
-            say!("  second run: {}", divergence.second);
+            let rows = divergence.side_by_side(DIVERGENCE_COLUMN_WIDTH);
+            for row in &rows {
+                say!("  {row}");
+            }
             say!("  reproduce:  {reproduce}");
             failed_seeds.push(FailedSeed {
                 seed: outcome.seed,
@@ -309,15 +366,53 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
                 step: None,
                 virtual_time_ms: None,
                 message: format!(
-                    "the two runs differ from trace line {}\nfirst run:  {}\nsecond run: {}",
-                    divergence.line, divergence.first, divergence.second
+                    "the two runs differ from trace line {}\n{}",
+                    divergence.line,
+                    rows.join("\n")
                 ),
                 seed_file: None,
                 replay: reproduce,
             });
         }
         if let Some(failure) = &outcome.failure {
-            let seed_file = print_failure(outcome, &args.seeds_dir)?;
+            say!(
+                "FAIL seed {} ({}): {} at step {} ({}): {}",
+                outcome.seed,
+                outcome.system,
+                failure.invariant,
+                failure.step,
+                format_time_ms(failure.time_ms),
+                failure.message
+            );
+            let keeping = keeping.remove(&outcome.seed).unwrap_or_default();
+            match &keeping.shrink_summary {
+                Some(summary) => say!("  {summary}"),
+                None if !args.no_shrink && keeping.kept.is_none() => say!(
+                    "  not shrunk: {} earlier failures of {} were (raise --shrink-max to keep more)",
+                    args.shrink_max,
+                    failure.invariant
+                ),
+                None => {}
+            }
+            let (seed_file, replay) = match &keeping.kept {
+                Some(Kept::New(path)) => (Some(path.clone()), replay_command(path)),
+                Some(Kept::Replaced { path, removed }) => {
+                    say!(
+                        "  kept: replaces {}, a longer run of the same failure",
+                        removed.display()
+                    );
+                    (Some(path.clone()), replay_command(path))
+                }
+                Some(Kept::Duplicate(existing)) => {
+                    say!(
+                        "  not kept: {} already holds this failure in as few steps",
+                        existing.display()
+                    );
+                    (None, replay_by_seed(outcome.seed))
+                }
+                None => (None, replay_by_seed(outcome.seed)),
+            };
+            say!("  replay: {replay}");
             failed_seeds.push(FailedSeed {
                 seed: outcome.seed,
                 invariant: failure.invariant.clone(),
@@ -325,8 +420,8 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
                 step: Some(failure.step),
                 virtual_time_ms: Some(failure.time_ms),
                 message: failure.message.clone(),
-                seed_file: Some(seed_file.display().to_string()),
-                replay: replay_command(&seed_file),
+                seed_file: seed_file.map(|path| path.display().to_string()),
+                replay,
             });
         }
     }
@@ -351,6 +446,27 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             wall_ms: millis(first.wall),
         }),
     };
+    let invariant_failures = summary
+        .failures
+        .iter()
+        .filter(|failure| failure.step.is_some())
+        .count();
+    if invariant_failures > 0 {
+        let written = summary
+            .failures
+            .iter()
+            .filter(|failure| failure.seed_file.is_some())
+            .count();
+        say!(
+            "corpus: {written} of {invariant_failures} failures hold a seed file in {}; the rest repeat a kept failure{}",
+            args.seeds_dir.display(),
+            if args.no_shrink {
+                ""
+            } else {
+                " or were past --shrink-max"
+            }
+        );
+    }
     if let Some(first) = &summary.first_failure {
         say!("{}", report::first_failure_line(first));
     }
@@ -403,25 +519,95 @@ fn millis(wall: Duration) -> u64 {
     u64::try_from(wall.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Writes the seed file of a failing run and prints the failure with its replay command.
-/// Returns the path the file was written to.
-fn print_failure(outcome: &RunOutcome, seeds_dir: &Path) -> Result<PathBuf, UsageError> {
-    let failure = outcome.failure.as_ref().expect("called for failures");
-    let path = seeds_dir.join(format!("{}-{}.json", outcome.system, outcome.seed));
-    let file = SeedFile::from_outcome(outcome, replay_command(&path));
-    let written = file.write(seeds_dir).map_err(UsageError)?;
-    let command = replay_command(&written);
-    say!(
-        "FAIL seed {} ({}): {} at step {} ({}): {}",
-        outcome.seed,
-        outcome.system,
-        failure.invariant,
-        failure.step,
-        format_time_ms(failure.time_ms),
-        failure.message
+/// What became of one failing seed: its shrinking, and the seed file that holds it.
+#[derive(Default)]
+struct Keeping {
+    shrink_summary: Option<String>,
+    kept: Option<Kept>,
+}
+
+/// Shrinks the failures of a sweep and offers their seed files to the corpus, smallest first, so
+/// that of several failures with one signature the shortest is written and the others are never
+/// written and then removed. Returns what became of each failing seed.
+fn keep_failures(
+    system: &Arc<dyn System>,
+    failures: &[crate::sweep::SeedResult],
+    args: &SweepArgs,
+    jobs: usize,
+) -> Result<BTreeMap<u64, Keeping>, UsageError> {
+    let mut corpus = Corpus::open(&args.seeds_dir).map_err(UsageError)?;
+    let mut shrinks = shrink_failures(system, failures, args, jobs);
+    let mut keeping = BTreeMap::new();
+    let mut files = Vec::new();
+    for outcome in failures
+        .iter()
+        .map(|result| &result.outcome)
+        .filter(|outcome| outcome.failure.is_some())
+    {
+        let mut entry = Keeping::default();
+        let file = match shrinks.remove(&outcome.seed) {
+            None if !args.no_shrink => None,
+            None => Some(SeedFile::from_outcome(outcome, String::new())),
+            Some(Ok((recorded, shrunk))) => {
+                entry.shrink_summary = Some(shrunk.summary());
+                let mut file = SeedFile::from_outcome(&recorded, String::new());
+                file.shrunk = Some(ShrunkRun::from_shrunk(&shrunk));
+                Some(file)
+            }
+            Some(Err(why)) => {
+                eprintln!("warning: seed {} was not shrunk: {why}", outcome.seed);
+                Some(SeedFile::from_outcome(outcome, String::new()))
+            }
+        };
+        if let Some(file) = file {
+            files.push(file);
+        }
+        keeping.insert(outcome.seed, entry);
+    }
+    files.sort_by_key(|file| (file.smallest(), file.seed));
+    for file in &files {
+        let kept = corpus.add(file).map_err(UsageError)?;
+        if let Some(entry) = keeping.get_mut(&file.seed) {
+            entry.kept = Some(kept);
+        }
+    }
+    Ok(keeping)
+}
+
+/// Shrinks the failures a sweep keeps: unless `--no-shrink`, the first `--shrink-max` of each
+/// invariant, in seed order. Returns the result for each seed shrunk.
+fn shrink_failures(
+    system: &Arc<dyn System>,
+    failures: &[crate::sweep::SeedResult],
+    args: &SweepArgs,
+    jobs: usize,
+) -> BTreeMap<u64, crate::shrink::ShrinkResult> {
+    if args.no_shrink {
+        return BTreeMap::new();
+    }
+    let mut per_invariant: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut chosen = Vec::new();
+    for result in failures {
+        if let Some(failure) = &result.outcome.failure {
+            let count = per_invariant.entry(failure.invariant.as_str()).or_insert(0);
+            if *count < args.shrink_max {
+                *count += 1;
+                chosen.push((result.outcome.seed, result.outcome.config.clone()));
+            }
+        }
+    }
+    if chosen.is_empty() {
+        return BTreeMap::new();
+    }
+    eprintln!(
+        "sweep: shrinking {} failing seed{} (at most {} runs each; --no-shrink skips this)",
+        chosen.len(),
+        if chosen.len() == 1 { "" } else { "s" },
+        args.shrink_runs
     );
-    say!("  replay: {command}");
-    Ok(written)
+    let runs_max = usize::try_from(args.shrink_runs).unwrap_or(usize::MAX);
+    let results = crate::shrink::shrink_all(system, &chosen, jobs, runs_max);
+    chosen.iter().map(|(seed, _)| *seed).zip(results).collect()
 }
 
 fn check_writable(directory: &Path) -> Result<(), UsageError> {
@@ -493,17 +679,61 @@ impl ProgressDisplay {
 }
 
 fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
+    if args.from.is_some() && args.file.is_none() {
+        return Err(UsageError(
+            "--from chooses which run of a seed file to replay; give the file, or drop --from when replaying --seed".to_owned(),
+        ));
+    }
     let (seed, system_name, options, file) = match (&args.file, args.seed) {
         (Some(path), _) => {
             let file = SeedFile::read(path).map_err(UsageError)?;
             let system = args.system.clone().unwrap_or_else(|| file.system.clone());
-            let options = RunOptions {
-                backend: file.config.backend,
-                keep_trace: args.trace,
-                config: Some(file.config.clone()),
-                every_fault: false,
+            let from = args.from.unwrap_or(match (&file.shrunk, &file.schedule) {
+                (Some(_), _) => ReplayFrom::Shrunk,
+                (None, Some(_)) => ReplayFrom::Schedule,
+                (None, None) => ReplayFrom::Seed,
+            });
+            let (config, schedule, digest, what) = match from {
+                ReplayFrom::Seed => (file.config.clone(), None, file.trace_digest.clone(), "its seed"),
+                ReplayFrom::Schedule => {
+                    let schedule = file.schedule.clone().ok_or_else(|| {
+                        UsageError(format!(
+                            "{} holds no schedule (it was written before schedules were recorded); replay it with --from seed, or record one with `cargo run --release -- shrink {}`",
+                            path.display(),
+                            path.display()
+                        ))
+                    })?;
+                    (
+                        file.config.clone(),
+                        Some(schedule),
+                        file.trace_digest.clone(),
+                        "its recorded schedule",
+                    )
+                }
+                ReplayFrom::Shrunk => {
+                    let shrunk = file.shrunk.clone().ok_or_else(|| {
+                        UsageError(format!(
+                            "{} has not been shrunk; shrink it with `cargo run --release -- shrink {}`, or replay it with --from seed",
+                            path.display(),
+                            path.display()
+                        ))
+                    })?;
+                    (
+                        shrunk.config,
+                        Some(shrunk.schedule),
+                        shrunk.trace_digest,
+                        "its shrunk schedule",
+                    )
+                }
             };
-            (file.seed, system, options, Some(file))
+            let options = RunOptions {
+                backend: config.backend,
+                keep_trace: args.trace,
+                config: Some(config),
+                schedule,
+                ..RunOptions::default()
+            };
+            (file.seed, system, options, Some((file, digest, what)))
         }
         (None, Some(seed)) => {
             let system = args.system.clone().unwrap_or_else(|| "reference".to_owned());
@@ -512,6 +742,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
                 keep_trace: args.trace,
                 config: None,
                 every_fault: args.all_faults,
+                ..RunOptions::default()
             };
             (seed, system, options, None)
         }
@@ -538,17 +769,28 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
         ),
         None => "passed every invariant".to_owned(),
     };
+    let from = file
+        .as_ref()
+        .map_or(String::new(), |(_, _, what)| format!(" from {what}"));
     say!(
-        "replay: seed {seed} on {}: {verdict} ({} steps, digest {})",
+        "replay: seed {seed} on {}{from}: {verdict} ({} steps, digest {})",
         system.name(),
         outcome.steps,
         outcome.digest
     );
-    if let Some(file) = &file {
-        if file.system == system.name() && file.trace_digest != outcome.digest {
+    for line in &outcome.schedule_report {
+        say!("replay: schedule: {line}");
+    }
+    if !outcome.schedule_report.is_empty() {
+        say!(
+            "replay: {} schedule entries did not apply and were skipped; the run took the default there",
+            outcome.schedule_report.len()
+        );
+    }
+    if let Some((file, digest, _)) = &file {
+        if file.system == system.name() && *digest != outcome.digest {
             say!(
-                "replay: the trace digest differs from the file's ({}): the code changed since the file was written",
-                file.trace_digest
+                "replay: the trace digest differs from the file's ({digest}): the code or the schedule changed since the file was written"
             );
         }
         if !file.expect.is_met_by(outcome.failure.as_ref()) {
@@ -568,6 +810,75 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
         );
     }
     Ok(1)
+}
+
+fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
+    let path = &args.file;
+    let mut file = SeedFile::read(path).map_err(UsageError)?;
+    let system = find_system(&file.system)?;
+    let runs_max = usize::try_from(args.runs).unwrap_or(usize::MAX);
+    // The original run, written down, is what the summary measures from; a file written before
+    // schedules were recorded gets its schedule now.
+    let recorded = crate::shrink::record(&system, file.seed, &file.config).map_err(UsageError)?;
+    if recorded.failure.is_none() {
+        return Err(UsageError(format!(
+            "{} no longer fails on {}: nothing to shrink (if the bug is fixed, set its expect to passes to keep it as a regression)",
+            path.display(),
+            system.name()
+        )));
+    }
+    let original = recorded
+        .schedule
+        .clone()
+        .ok_or_else(|| UsageError("a recorded run has a schedule".to_owned()))?;
+    if file.schedule.is_none() || file.trace_digest != recorded.digest {
+        // Rewritten from the run as this build makes it; what the file promises stays.
+        let (expect, earlier) = (file.expect.clone(), file.shrunk.take());
+        file = SeedFile::from_outcome(&recorded, file.replay.clone());
+        file.expect = expect;
+        file.shrunk = earlier;
+    }
+    let progress = ProgressBar::new_spinner();
+    if std::io::stderr().is_terminal() {
+        progress.set_message(format!(
+            "shrinking {} (at most {} runs)",
+            path.display(),
+            args.runs
+        ));
+        progress.enable_steady_tick(Duration::from_millis(200));
+    }
+    let shrunk = crate::shrink::shrink(&system, file.seed, &file.config, &original, runs_max);
+    progress.finish_and_clear();
+    let mut shrunk =
+        shrunk.map_err(|why| UsageError(format!("{} cannot be shrunk: {why}", path.display())))?;
+    // A second shrink starts again from the original; what an earlier one found stays if it is
+    // still smaller and still fails the same way.
+    if let Some(earlier) = &file.shrunk
+        && (earlier.steps, earlier.faults) < (shrunk.shrunk.steps, shrunk.shrunk.faults())
+        && earlier.failure.invariant == shrunk.shrunk.failure.invariant
+        && let Ok(replayed) = crate::shrink::replay(&system, file.seed, &earlier.config, &earlier.schedule)
+        && replayed.failure.as_ref().map(|failure| &failure.invariant) == Some(&earlier.failure.invariant)
+        && let Some(schedule) = replayed.schedule
+    {
+        let failure = replayed.failure.expect("checked above");
+        shrunk.shrunk = crate::shrink::Candidate {
+            config: earlier.config.clone(),
+            schedule,
+            failure,
+            steps: replayed.steps,
+            digest: replayed.digest,
+        };
+    }
+    file.shrunk = Some(ShrunkRun::from_shrunk(&shrunk));
+    file.write_to(path).map_err(UsageError)?;
+    say!("{}", shrunk.summary());
+    say!("shrink: {}", shrunk.details());
+    say!(
+        "shrink: {} now holds the shrunk run beside the original; replay: {}",
+        path.display(),
+        replay_command(path)
+    );
+    Ok(0)
 }
 
 fn run_mutants(args: &MutantsArgs) -> Result<i32, UsageError> {

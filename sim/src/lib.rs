@@ -9,6 +9,7 @@
 //! Map of the modules:
 //! - [`run`]: one run of one seed: the executor, the fault phase, heal, the liveness phase.
 //! - [`scenario`]: scripted, deterministic tests that say exactly what happens when.
+//! - [`schedule`]: a run written down as its decisions: readable, editable, replayable.
 //! - [`world`]: the simulated world's state: processes, tasks, clock, queues, the current step.
 //! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
 //! - [`db`]: the shared SQLite database, per-process connections, committed-change capture.
@@ -23,13 +24,17 @@
 //! - [`config`]: the configuration and workload drawn from a seed.
 //! - [`rng`]: seeded random streams and integer ratios.
 //! - [`trace`]: trace lines and the run digest.
+//! - [`shrink`]: a failing run reduced to the few decisions that matter.
 //! - [`seed_file`]: the JSON file a failing seed is written to.
+//! - [`corpus`]: the seed directory, kept to the shortest file per distinct failure.
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
+//! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
 //! - [`cli`]: the command-line program.
 
 pub mod cli;
 pub mod config;
+pub mod corpus;
 pub mod db;
 pub mod faults;
 pub mod invariants;
@@ -39,9 +44,12 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod schedule;
 pub mod seed_file;
 pub mod sender;
+pub mod shrink;
 pub mod sim_env;
+pub mod strategy;
 pub mod sweep;
 pub mod system;
 pub mod systems;

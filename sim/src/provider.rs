@@ -115,6 +115,15 @@ impl ProviderModel {
         }
     }
 
+    /// Whether the key store holds `key` (a result or a cached error) and has not forgotten it.
+    pub fn remembers(&self, key: &str, now_ms: i64) -> bool {
+        self.keys.get(key).is_some_and(|entry| {
+            entry
+                .forget_at_ms
+                .is_none_or(|forget_at_ms| forget_at_ms > now_ms)
+        })
+    }
+
     /// Whether a request for `key` is being processed right now or the key is locked.
     pub fn is_busy(&self, key: &str, now_ms: i64) -> bool {
         self.in_progress.contains_key(key)

@@ -27,10 +27,11 @@ use crate::db::{Backend, Database};
 use crate::faults::{self, FaultAction, FaultModel, ProcessRole};
 use crate::invariants::{self, CommitRecord, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
+use crate::schedule::{Decider, Schedule};
 use crate::sim_env::SimEnv;
 use crate::system::{ObservedRow, OrderStatus, System};
 use crate::trace::format_time_ms;
-use crate::world::{DeliveryKind, DeliveryRef, Item, Process, TaskId, TaskKind, World, WorldEvent};
+use crate::world::{DeliveryKind, DeliveryRef, Item, Process, Route, TaskId, TaskKind, World, WorldEvent};
 
 /// How to run a seed.
 #[derive(Debug, Clone)]
@@ -42,6 +43,11 @@ pub struct RunOptions {
     pub config: Option<SimConfig>,
     /// With a drawn configuration, turn every fault model on instead of a random subset.
     pub every_fault: bool,
+    /// Follow this schedule (fixtures, workload and every decision) instead of drawing from the
+    /// seed; the configuration must then be given too.
+    pub schedule: Option<Schedule>,
+    /// Write the run down as a schedule (scheduled runs always are).
+    pub record_schedule: bool,
 }
 
 impl Default for RunOptions {
@@ -51,6 +57,8 @@ impl Default for RunOptions {
             keep_trace: false,
             config: None,
             every_fault: false,
+            schedule: None,
+            record_schedule: false,
         }
     }
 }
@@ -82,6 +90,10 @@ pub struct RunOutcome {
     /// Every trace line, if they were kept.
     pub trace: Option<Vec<String>>,
     pub effects: usize,
+    /// The run written down, if it was recorded (always for a scheduled run).
+    pub schedule: Option<Schedule>,
+    /// What a scheduled run could not follow: skipped lines and choices that no longer apply.
+    pub schedule_report: Vec<String>,
 }
 
 /// Runs `seed` against `system`. `Err` means the run could not be carried out at all (a schema
@@ -98,16 +110,35 @@ pub fn run_seed(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Re
         }
     };
     config.validate()?;
-    let workload = Workload::draw(seed, &config);
-    let mut simulation = Simulation::new(
-        Arc::clone(system),
-        seed,
-        config,
-        workload,
-        options.keep_trace,
-        false,
-    )?;
+    let (workload, decider, shape) = match &options.schedule {
+        Some(schedule) => {
+            let workload = Workload::new(schedule.fixtures.clone(), schedule.events.clone());
+            (workload, Decider::scheduled(&schedule.steps), false)
+        }
+        None => (
+            Workload::draw(seed, &config),
+            Decider::seeded(options.record_schedule),
+            true,
+        ),
+    };
+    let setup = Setup {
+        keep_trace: options.keep_trace,
+        scripted: false,
+        shape_workload: shape,
+        decider,
+    };
+    let mut simulation = Simulation::new(Arc::clone(system), seed, config, workload, setup)?;
     simulation.run()
+}
+
+/// How a simulation is set up, besides its system, seed, configuration and workload.
+pub(crate) struct Setup {
+    pub(crate) keep_trace: bool,
+    /// A scripted run: the sender stays silent and the test makes every delivery.
+    pub(crate) scripted: bool,
+    /// Let fault models reshape the workload (not when it comes from a schedule or a test).
+    pub(crate) shape_workload: bool,
+    pub(crate) decider: Decider,
 }
 
 pub(crate) enum StepOutcome {
@@ -134,9 +165,14 @@ impl Simulation {
         seed: u64,
         config: SimConfig,
         workload: Workload,
-        keep_trace: bool,
-        scripted: bool,
+        setup: Setup,
     ) -> Result<Simulation, String> {
+        let Setup {
+            keep_trace,
+            scripted,
+            shape_workload,
+            decider,
+        } = setup;
         let observed_tables = system.observed_tables().to_vec();
         let mut db = Database::create(config.backend, &observed_tables)
             .map_err(|error| format!("could not create the database: {error}"))?;
@@ -164,7 +200,7 @@ impl Simulation {
                 fault_models.push((kind.build)(settings, rng)?);
             }
         }
-        let workload = if scripted {
+        let workload = if !shape_workload {
             workload
         } else {
             // Fault models that add events or change their delivery do it once, before the run.
@@ -188,6 +224,7 @@ impl Simulation {
             fault_models,
             keep_trace,
             scripted,
+            decider,
         );
         let diffs = world
             .view
@@ -413,17 +450,14 @@ impl Simulation {
             let Some((process, op)) = world.target_of(item) else {
                 return Ok(false);
             };
-            let role = world.processes[process].role;
-            let mut decision = None;
-            for fault in world.faults.iter_mut() {
-                let action = fault.at_scheduling_point(role, op);
-                decision = decision.or(action.map(|action| (fault.name(), action)));
-            }
-            decision.map(|(fault, action)| (process, fault, action))
+            world
+                .fault_at_scheduling_point(process, op)
+                .map(|(fault, action)| (process, fault, action))
         };
         let Some((process, fault, action)) = decision else {
             return Ok(false);
         };
+        let fault = fault.as_str();
         match (action, item) {
             (FaultAction::Crash { restart_after_ms }, _) => {
                 if let Item::Event(event) = item {
@@ -847,18 +881,18 @@ impl Simulation {
                 }
                 _ => format!("deliver {event_id} ({account}) stream {stream} ({label})"),
             };
-            if world.request_dropped() {
-                world.note(&format!("{what}: lost on the way in"));
-                world.record_fault("request-lost", &format!("{what} lost"));
-                return Ok(());
-            }
-            match world.pick_receiver() {
-                Some(receiver) => {
+            match world.route_delivery() {
+                Route::Lost => {
+                    world.note(&format!("{what}: lost on the way in"));
+                    world.record_fault("request-lost", &format!("{what} lost"));
+                    return Ok(());
+                }
+                Route::To(receiver) => {
                     let text = format!("{what} -> {}", world.processes[receiver].id);
                     world.note(&text);
                     receiver
                 }
-                None => {
+                Route::Refused => {
                     world.note(&format!("{what}: connection refused, no receiver up"));
                     if kind == DeliveryKind::Scheduled
                         && let Some(next_ms) =
@@ -905,6 +939,7 @@ impl Simulation {
                 .filter(|invariant| invariant.kind() == InvariantKind::Safety)
                 .find_map(|invariant| failure_of(&**invariant, &observation, world))
         };
+        world.decider.end_step(world.step);
         let line = format!(
             "{:>6} {:>12} {:<13} {}",
             world.step,
@@ -936,6 +971,16 @@ impl Simulation {
         let mut world = self.world.borrow_mut();
         let digest = world.trace.digest();
         let trace = std::mem::replace(&mut world.trace, crate::trace::Trace::new(false)).into_lines();
+        let recorded = matches!(
+            world.decider,
+            Decider::Scheduled { .. } | Decider::Seeded { record: true, .. }
+        );
+        let (steps, schedule_report) = std::mem::replace(&mut world.decider, Decider::seeded(false)).finish();
+        let schedule = recorded.then(|| Schedule {
+            fixtures: world.workload.fixtures.clone(),
+            events: world.workload.events.clone(),
+            steps,
+        });
         RunOutcome {
             seed: self.seed,
             system: self.system.name().to_owned(),
@@ -948,6 +993,8 @@ impl Simulation {
             fault_log: world.fault_log.clone(),
             trace,
             effects: world.provider.effects().len(),
+            schedule,
+            schedule_report,
         }
     }
 }

@@ -94,7 +94,13 @@ impl Scenario {
         };
         config.validate()?;
         let workload = Workload::new(fixtures, events);
-        let mut simulation = Simulation::new(system, setup.seed, config, workload, true, true)?;
+        let run_setup = crate::run::Setup {
+            keep_trace: true,
+            scripted: true,
+            shape_workload: false,
+            decider: crate::schedule::Decider::seeded(false),
+        };
+        let mut simulation = Simulation::new(system, setup.seed, config, workload, run_setup)?;
         simulation.start()?;
         Ok(Scenario {
             simulation,

@@ -4,7 +4,9 @@
 //! an invariant, or `passes` for a fixed bug kept as a regression), the failure as found, the trace
 //! digest, the command that replays it, the fault decisions that mattered and the full
 //! configuration. The configuration is what a replay runs, so a file stays meaningful after the
-//! way configurations are drawn from seeds changes. Files are written atomically (a temporary file
+//! way configurations are drawn from seeds changes. From format version 2 a file also holds the
+//! run written down as a schedule, and, once shrunk, the shrunk run beside it; version 1 files
+//! (seed and configuration only) are still read. Files are written atomically (a temporary file
 //! renamed into place), so an interrupted sweep never leaves a partial file, and a file is never
 //! overwritten by a different run. Reading never panics: every problem is an error message that
 //! names the file and says how to fix it.
@@ -17,9 +19,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::SimConfig;
 use crate::run::{Failure, RunOutcome};
+use crate::schedule::Schedule;
+use crate::shrink::Shrunk;
 
-/// The version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version this build writes.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest version this build still reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// What a seed file expects its replay to conclude.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +75,42 @@ pub struct SeedFile {
     pub faults_fired: BTreeMap<String, u64>,
     pub fault_log: Vec<String>,
     pub config: SimConfig,
+    /// The run as found, written down step by step (absent from version 1 files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+    /// The smallest run found that fails the same way, if the file was shrunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<ShrunkRun>,
+}
+
+/// A shrunk run: its own configuration and schedule, replayed without the seed's randomness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShrunkRun {
+    pub failure: Failure,
+    pub steps: u64,
+    /// Fault choices left in the schedule.
+    pub faults: usize,
+    pub trace_digest: String,
+    /// Candidate runs the shrinker tried.
+    pub runs: usize,
+    pub config: SimConfig,
+    pub schedule: Schedule,
+}
+
+impl ShrunkRun {
+    pub fn from_shrunk(shrunk: &Shrunk) -> ShrunkRun {
+        let best = &shrunk.shrunk;
+        ShrunkRun {
+            failure: best.failure.clone(),
+            steps: best.steps,
+            faults: best.faults(),
+            trace_digest: best.digest.clone(),
+            runs: shrunk.runs,
+            config: best.config.clone(),
+            schedule: best.schedule.clone(),
+        }
+    }
 }
 
 impl SeedFile {
@@ -91,6 +134,19 @@ impl SeedFile {
             faults_fired: outcome.faults_fired.clone(),
             fault_log: outcome.fault_log.clone(),
             config: outcome.config.clone(),
+            schedule: outcome.schedule.clone(),
+            shrunk: None,
+        }
+    }
+
+    /// The run a replay or a reader should look at first: the shrunk one if there is one.
+    pub fn smallest(&self) -> (u64, usize) {
+        match &self.shrunk {
+            Some(shrunk) => (shrunk.steps, shrunk.faults),
+            None => (
+                self.steps,
+                self.schedule.as_ref().map_or(0, Schedule::fault_count),
+            ),
         }
     }
 
@@ -108,10 +164,11 @@ impl SeedFile {
         })?;
         let version = value.get("format_version").and_then(serde_json::Value::as_u64);
         match version {
-            Some(version) if version == u64::from(FORMAT_VERSION) => {}
+            Some(version)
+                if (u64::from(OLDEST_READABLE_VERSION)..=u64::from(FORMAT_VERSION)).contains(&version) => {}
             Some(version) => {
                 return Err(format!(
-                    "format version {version}, but this build reads version {FORMAT_VERSION}; replay it with the build that wrote it, or re-create it with a sweep"
+                    "format version {version}, but this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}; replay it with the build that wrote it, or re-create it with a sweep"
                 ));
             }
             None => return Err("no format_version field: this is not a seed file".to_owned()),
@@ -119,6 +176,12 @@ impl SeedFile {
         let file: SeedFile = serde_json::from_value(value)
             .map_err(|error| format!("malformed ({error}); restore it from version control or delete it"))?;
         file.config.validate()?;
+        if let Some(shrunk) = &file.shrunk {
+            shrunk
+                .config
+                .validate()
+                .map_err(|error| format!("shrunk run: {error}"))?;
+        }
         Ok(file)
     }
 
@@ -129,21 +192,47 @@ impl SeedFile {
             .map_err(|error| format!("cannot create seed directory {}: {error}", directory.display()))?;
         let base = format!("{}-{}", self.system, self.seed);
         let mut path = directory.join(format!("{base}.json"));
-        if let Ok(existing) = SeedFile::read(&path)
-            && existing.trace_digest != self.trace_digest
-        {
-            let short = self.trace_digest.get(..8).unwrap_or(&self.trace_digest);
-            path = directory.join(format!("{base}-{short}.json"));
+        let mut contents = self.clone();
+        if let Ok(existing) = SeedFile::read(&path) {
+            if existing.trace_digest != self.trace_digest {
+                let short = self.trace_digest.get(..8).unwrap_or(&self.trace_digest);
+                path = directory.join(format!("{base}-{short}.json"));
+            } else if contents.shrunk.is_none() {
+                // The same run written again without shrinking keeps the shrunk run it had.
+                contents.shrunk = existing.shrunk;
+            }
         }
+        contents.replay = replay_command(&path);
+        contents.write_to(&path)?;
+        Ok(path)
+    }
+
+    /// Writes the file at `path` atomically: a temporary file beside it, flushed to disk, then
+    /// renamed into place, so a reader sees the old file or the new one, never a part.
+    pub fn write_to(&self, path: &Path) -> Result<(), String> {
+        use std::io::Write;
         let text = serde_json::to_string_pretty(self).expect("seed files are plain data") + "\n";
-        let temporary = directory.join(format!(".{base}.json.tmp-{}", std::process::id()));
-        fs::write(&temporary, text)
-            .map_err(|error| format!("cannot write seed file into {}: {error}", directory.display()))?;
-        fs::rename(&temporary, &path).map_err(|error| {
+        let directory = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = path
+            .file_name()
+            .map_or_else(|| "seed".into(), |name| name.to_string_lossy().into_owned());
+        let temporary = directory.join(format!(".{name}.tmp-{}", std::process::id()));
+        let written = fs::File::create(&temporary)
+            .and_then(|mut file| file.write_all(text.as_bytes()).and_then(|()| file.sync_all()));
+        if let Err(error) = written {
+            let _ = fs::remove_file(&temporary);
+            return Err(format!(
+                "cannot write seed file into {}: {error}",
+                directory.display()
+            ));
+        }
+        fs::rename(&temporary, path).map_err(|error| {
             let _ = fs::remove_file(&temporary);
             format!("cannot move seed file into place at {}: {error}", path.display())
-        })?;
-        Ok(path)
+        })
     }
 }
 

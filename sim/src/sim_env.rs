@@ -53,10 +53,20 @@ impl SimEnv {
     }
 
     /// Parks the task until the scheduler picks it at or after `park`, about to do `op`.
-    fn scheduling_point(&self, park: Park, op: PendingOp) -> SchedulingPoint<'_> {
+    fn scheduling_point<'b>(&'b self, park: Park, op: PendingOp) -> SchedulingPoint<'b> {
+        self.scheduling_point_about(park, op, Detail::None)
+    }
+
+    /// A scheduling point whose schedule label says what it is about.
+    fn scheduling_point_about<'b>(
+        &'b self,
+        park: Park,
+        op: PendingOp,
+        detail: Detail<'b>,
+    ) -> SchedulingPoint<'b> {
         SchedulingPoint {
             env: self,
-            park: Some((park, op)),
+            park: Some((park, op, detail)),
         }
     }
 }
@@ -65,7 +75,49 @@ impl SimEnv {
 /// scheduler picks the task) completes.
 struct SchedulingPoint<'a> {
     env: &'a SimEnv,
-    park: Option<(Park, PendingOp)>,
+    park: Option<(Park, PendingOp, Detail<'a>)>,
+}
+
+/// What a scheduling point is about, for its schedule label.
+#[derive(Clone, Copy)]
+enum Detail<'a> {
+    None,
+    /// A statement: the label carries its verb and table.
+    Sql(&'a str),
+    /// A provider call or its reply: the label carries the idempotency key.
+    Key(&'a str),
+}
+
+/// `UPDATE outbox`, `INSERT receipts`, `SELECT orders`, `BEGIN`: a statement's verb and the
+/// first table it names, which survive edits to its columns and parameters.
+pub fn sql_summary(sql: &str) -> String {
+    let words: Vec<&str> = sql.split_whitespace().take(64).collect();
+    let Some(verb) = words.first() else {
+        return String::new();
+    };
+    let verb = verb.to_ascii_uppercase();
+    let after = |keyword: &str| {
+        words
+            .iter()
+            .position(|word| word.eq_ignore_ascii_case(keyword))
+            .and_then(|index| words.get(index + 1))
+    };
+    let table = match verb.as_str() {
+        "SELECT" | "DELETE" => after("FROM"),
+        "INSERT" | "REPLACE" => after("INTO"),
+        "UPDATE" => words.get(1),
+        _ => None,
+    };
+    match table {
+        Some(table) => {
+            let table: String = table
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            format!("{verb} {table}")
+        }
+        None => verb,
+    }
 }
 
 impl Future for SchedulingPoint<'_> {
@@ -73,14 +125,22 @@ impl Future for SchedulingPoint<'_> {
 
     fn poll(mut self: Pin<&mut Self>, _context: &mut Context<'_>) -> Poll<()> {
         match self.park.take() {
-            Some((park, op)) => {
+            Some((park, op, detail)) => {
                 let mut world = self.env.world.borrow_mut();
+                let labelled = world.decider.records();
                 let state = world
                     .tasks
                     .get_mut(&self.env.task)
                     .expect("a running task is registered");
                 state.park = Some(park);
                 state.pending = op;
+                if labelled {
+                    state.pending_detail = match detail {
+                        Detail::None => String::new(),
+                        Detail::Sql(sql) => sql_summary(sql),
+                        Detail::Key(key) => key.to_owned(),
+                    };
+                }
                 Poll::Pending
             }
             None => Poll::Ready(()),
@@ -106,7 +166,8 @@ impl Env for SimEnv {
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
         Box::pin(async move {
             self.announce(sql);
-            self.scheduling_point(Park::Now, PendingOp::of_sql(sql)).await;
+            self.scheduling_point_about(Park::Now, PendingOp::of_sql(sql), Detail::Sql(sql))
+                .await;
             self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, false)? {
                 StatementOutput::Changed(count) => Ok(count),
@@ -122,7 +183,8 @@ impl Env for SimEnv {
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
         Box::pin(async move {
             self.announce(sql);
-            self.scheduling_point(Park::Now, PendingOp::of_sql(sql)).await;
+            self.scheduling_point_about(Park::Now, PendingOp::of_sql(sql), Detail::Sql(sql))
+                .await;
             self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, true)? {
                 StatementOutput::Rows(rows) => Ok(rows),
@@ -150,10 +212,16 @@ impl Env for SimEnv {
         call: &'a ProviderCall,
     ) -> LocalBoxFuture<'a, Result<ProviderReply, CallError>> {
         Box::pin(async move {
-            self.scheduling_point(Park::Now, PendingOp::ProviderCall).await;
-            let reply_at_ms = self.world.borrow_mut().send_provider_call(self.task, call);
-            self.scheduling_point(Park::Until(reply_at_ms), PendingOp::ProviderReply)
+            let key = call.request.idempotency_key();
+            self.scheduling_point_about(Park::Now, PendingOp::ProviderCall, Detail::Key(key))
                 .await;
+            let reply_at_ms = self.world.borrow_mut().send_provider_call(self.task, call);
+            self.scheduling_point_about(
+                Park::Until(reply_at_ms),
+                PendingOp::ProviderReply,
+                Detail::Key(key),
+            )
+            .await;
             self.world.borrow_mut().take_reply(self.task)
         })
     }

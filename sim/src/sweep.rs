@@ -196,8 +196,47 @@ pub struct FirstFailure {
 pub struct Divergence {
     /// The first trace line (0 is the set-up line) where the runs differ.
     pub line: usize,
-    pub first: String,
-    pub second: String,
+    /// Each run's trace from that line on, at most [`DIVERGENCE_CONTEXT_LINES`] lines; a trace
+    /// that ended there reads `(trace ended)`.
+    pub first: Vec<String>,
+    pub second: Vec<String>,
+}
+
+/// How many lines of each trace a divergence report shows from the first difference: enough to
+/// see where the two runs went, few enough to read side by side.
+pub const DIVERGENCE_CONTEXT_LINES: usize = 10;
+
+impl Divergence {
+    /// The two traces side by side, one row per trace line, `|` between the columns and `*`
+    /// marking rows that differ. Each column is cut to `column_width` characters.
+    pub fn side_by_side(&self, column_width: usize) -> Vec<String> {
+        let cut = |text: Option<&String>| -> String {
+            let text = text.map_or("", String::as_str);
+            let mut shown: String = text.chars().take(column_width).collect();
+            if text.chars().count() > column_width {
+                shown.pop();
+                shown.push('~');
+            }
+            format!("{shown:<column_width$}")
+        };
+        let mut rows = vec![format!(
+            "  {:>6}  {} | {}",
+            "line",
+            cut(Some(&"first run".to_owned())),
+            "second run"
+        )];
+        for offset in 0..self.first.len().max(self.second.len()) {
+            let (left, right) = (self.first.get(offset), self.second.get(offset));
+            let mark = if left == right { ' ' } else { '*' };
+            rows.push(format!(
+                "{mark} {:>6}  {} | {}",
+                self.line + offset,
+                cut(left),
+                cut(right).trim_end()
+            ));
+        }
+        rows
+    }
 }
 
 /// The result of one seed.
@@ -360,6 +399,7 @@ fn run_one(options: &SweepOptions, seed: u64, started: Instant) -> Result<SeedRe
         keep_trace: false,
         config: None,
         every_fault: options.every_fault,
+        ..RunOptions::default()
     };
     let outcome = run_seed(&options.system, seed, &run_options).map_err(|error| (seed, error))?;
     let divergence = if options.check_determinism {
@@ -386,6 +426,7 @@ fn locate_divergence(options: &SweepOptions, seed: u64) -> Result<Divergence, St
         keep_trace: true,
         config: None,
         every_fault: options.every_fault,
+        ..RunOptions::default()
     };
     let first = run_seed(&options.system, seed, &run_options)?
         .trace
@@ -395,21 +436,31 @@ fn locate_divergence(options: &SweepOptions, seed: u64) -> Result<Divergence, St
         .unwrap_or_default();
     Ok(first_difference(&first, &second).unwrap_or(Divergence {
         line: first.len().min(second.len()),
-        first: "(the traces agreed when repeated: the divergence is intermittent)".to_owned(),
-        second: String::new(),
+        first: vec!["(the traces agreed when repeated: the divergence is intermittent)".to_owned()],
+        second: Vec::new(),
     }))
 }
 
 /// The first line where two traces differ, if they do.
 pub fn first_difference(first: &[String], second: &[String]) -> Option<Divergence> {
     let length = first.len().max(second.len());
-    (0..length).find_map(|line| {
-        let (left, right) = (first.get(line), second.get(line));
-        (left != right).then(|| Divergence {
-            line,
-            first: left.cloned().unwrap_or_else(|| "(trace ended)".to_owned()),
-            second: right.cloned().unwrap_or_else(|| "(trace ended)".to_owned()),
-        })
+    let line = (0..length).find(|&line| first.get(line) != second.get(line))?;
+    let window = |trace: &[String]| -> Vec<String> {
+        let mut lines: Vec<String> = trace
+            .iter()
+            .skip(line)
+            .take(DIVERGENCE_CONTEXT_LINES)
+            .cloned()
+            .collect();
+        if lines.len() < DIVERGENCE_CONTEXT_LINES && trace.len() < line + DIVERGENCE_CONTEXT_LINES {
+            lines.push("(trace ended)".to_owned());
+        }
+        lines
+    };
+    Some(Divergence {
+        line,
+        first: window(first),
+        second: window(second),
     })
 }
 
@@ -506,11 +557,29 @@ mod tests {
         let lines = |items: &[&str]| items.iter().map(|item| (*item).to_owned()).collect::<Vec<_>>();
         assert_eq!(first_difference(&lines(&["a", "b"]), &lines(&["a", "b"])), None);
         let changed = first_difference(&lines(&["a", "b", "c"]), &lines(&["a", "x", "c"])).unwrap();
-        assert_eq!(
-            (changed.line, changed.first.as_str(), changed.second.as_str()),
-            (1, "b", "x")
+        assert_eq!(changed.line, 1);
+        assert_eq!(changed.first, lines(&["b", "c", "(trace ended)"]));
+        assert_eq!(changed.second, lines(&["x", "c", "(trace ended)"]));
+        let rows = changed.side_by_side(4);
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        assert!(
+            rows[1].starts_with('*') && rows[1].contains("b    | x"),
+            "{rows:?}"
         );
+        assert!(rows[2].starts_with(' '), "equal rows are not marked: {rows:?}");
         let shorter = first_difference(&lines(&["a", "b"]), &lines(&["a"])).unwrap();
-        assert_eq!((shorter.line, shorter.second.as_str()), (1, "(trace ended)"));
+        assert_eq!(
+            (shorter.line, shorter.second.clone()),
+            (1, lines(&["(trace ended)"]))
+        );
+        let long: Vec<String> = (0..30).map(|index| index.to_string()).collect();
+        let mut other = long.clone();
+        other[5] = "five".to_owned();
+        let window = first_difference(&long, &other).unwrap();
+        assert_eq!(
+            window.first.len(),
+            DIVERGENCE_CONTEXT_LINES,
+            "a window, not the rest of the trace"
+        );
     }
 }

@@ -63,7 +63,7 @@ pub trait System: Send + Sync {
 }
 
 /// The data every run starts with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Fixtures {
     /// `(account, tenant)`: which tenant each sender account belongs to.
     pub accounts: Vec<(String, String)>,
@@ -71,7 +71,7 @@ pub struct Fixtures {
     pub orders: Vec<OrderFixture>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OrderFixture {
     pub tenant: String,
     pub order: String,

@@ -17,10 +17,11 @@ use commitgap::receiver::Answer;
 
 use crate::config::{SimConfig, Workload};
 use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
-use crate::faults::{self, FaultModel, PendingOp, ProcessRole};
+use crate::faults::{self, FaultAction, FaultModel, PendingOp, ProcessRole};
 use crate::invariants::{AnswerRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::provider::ProviderModel;
 use crate::rng::SimRng;
+use crate::schedule::Decider;
 use crate::sender::Sender;
 use crate::trace::{Trace, describe_reply, describe_statement, format_duration_ms, format_time_ms};
 use crate::view::DbView;
@@ -89,6 +90,16 @@ pub enum TaskKind {
     Operator,
 }
 
+/// Where a delivery goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Lost on the way in: the receiver never sees it.
+    Lost,
+    /// No receiver is up to take it.
+    Refused,
+    To(usize),
+}
+
 /// How a delivery came about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryKind {
@@ -127,6 +138,9 @@ pub struct TaskState {
     pub park: Option<Park>,
     /// What the task will do when it next runs.
     pub pending: PendingOp,
+    /// What it is about to do, for schedule labels: the statement's verb and table, or the key
+    /// of the provider call. Kept only while schedules are written down.
+    pub pending_detail: String,
     pub reply: Option<Result<ProviderReply, CallError>>,
     /// The next statement fails with `SQLITE_BUSY` without running (a fault's decision).
     pub inject_busy: bool,
@@ -209,6 +223,8 @@ pub struct World {
     /// Set when the system did something that makes the run depend on more than its seed; the
     /// run stops with this message.
     pub determinism_hazard: Option<String>,
+    /// Where the run's decisions come from (the seeded streams or a schedule), and the record.
+    pub decider: Decider,
 }
 
 /// Controls and records of a scripted run.
@@ -239,6 +255,7 @@ impl World {
         faults: Vec<Box<dyn FaultModel>>,
         keep_trace: bool,
         scripted: bool,
+        decider: Decider,
     ) -> World {
         // In a scripted run the test makes every delivery; the sender has nothing to send.
         let sender_events = if scripted { &[][..] } else { &workload.events[..] };
@@ -278,6 +295,7 @@ impl World {
             work_in_flight: 0,
             scripted: scripted.then(Scripted::default),
             determinism_hazard: None,
+            decider,
         }
     }
 
@@ -291,8 +309,107 @@ impl World {
             self.now_ms = self.now_ms.max(time_ms);
             self.release_due_timers();
         }
-        let index = self.scheduler_rng.below(self.ready.len() as u64) as usize;
+        let index = if self.decider.is_scheduled() {
+            let labels = self.ready_labels();
+            self.decider.pick_scheduled(&labels, self.step + 1).unwrap_or(0)
+        } else {
+            self.scheduler_rng.below(self.ready.len() as u64) as usize
+        };
+        if self.decider.records() {
+            let label = self.ready_labels().swap_remove(index);
+            self.decider.begin_step(label);
+        }
         Some(self.ready.remove(index))
+    }
+
+    /// The labels of the ready items, in ready order. Items that would share a label (two
+    /// handlers of one receiver, the answers of a delivery and its copies) are told apart by
+    /// their position among their namesakes: `receiver-1#1 sql`, `receiver-1#1 sql (2)`.
+    fn ready_labels(&self) -> Vec<String> {
+        let mut labels: Vec<String> = Vec::with_capacity(self.ready.len());
+        for item in &self.ready {
+            let base = self.item_label(*item);
+            let namesakes = labels
+                .iter()
+                .filter(|label| label.split(" (").next() == Some(base.as_str()))
+                .count();
+            labels.push(if namesakes == 0 {
+                base
+            } else {
+                format!("{base} ({})", namesakes + 1)
+            });
+        }
+        labels
+    }
+
+    /// Names a ready item for schedules: its actor and what it is about to do (`relay-1#1 sql
+    /// UPDATE outbox`, `relay-1#1 call tenant-a/order-1/fulfill/v1`), stable across runs of the
+    /// same schedule. Specific enough that a fault stays on the statement or call it was written
+    /// for when an edit moves everything around it; general enough that a changed column list
+    /// or parameter does not orphan it.
+    pub fn item_label(&self, item: Item) -> String {
+        match item {
+            Item::Task(task) => {
+                let state = &self.tasks[&task];
+                let op = match state.pending {
+                    PendingOp::Begin | PendingOp::Commit | PendingOp::Statement => "sql",
+                    PendingOp::ProviderCall => "call",
+                    PendingOp::ProviderReply => "reply",
+                    PendingOp::Wake => "wake",
+                    PendingOp::Answer => "answer",
+                };
+                if state.pending_detail.is_empty() {
+                    format!("{} {op}", state.process_id)
+                } else {
+                    format!("{} {op} {}", state.process_id, state.pending_detail)
+                }
+            }
+            Item::Event(event) => match &self.events[&event] {
+                WorldEvent::Emit { event } => format!("sender emit {}", self.event_name(*event)),
+                WorldEvent::Attempt { stream } => format!("sender attempt {}", self.stream_name(*stream)),
+                WorldEvent::AttemptTimeout { stream, attempt } => {
+                    format!("sender timeout {} #{attempt}", self.stream_name(*stream))
+                }
+                WorldEvent::Extra { stream, .. } => format!("sender extra {}", self.stream_name(*stream)),
+                WorldEvent::SendAnswer { process, .. } => format!("{} answer", self.processes[*process].id),
+                WorldEvent::AnswerArrives { delivery, .. } => {
+                    format!("sender answer {}", self.stream_name(delivery.stream))
+                }
+                WorldEvent::Restart { process } => format!("{} restart", self.processes[*process].name),
+                WorldEvent::FaultTimer { fault } => format!("fault:{}", self.faults[*fault].name()),
+                WorldEvent::ProviderActs { request } => {
+                    format!("provider acts {}", request.idempotency_key())
+                }
+                WorldEvent::OperatorRequeue => "operator requeue".to_owned(),
+                WorldEvent::OperatorRedeliver { round } => format!("operator redeliver #{round}"),
+            },
+        }
+    }
+
+    /// `account/event_id` of workload event `event`.
+    fn event_name(&self, event: usize) -> String {
+        let spec = &self.workload.events[event];
+        format!("{}/{}", spec.account, spec.event_id)
+    }
+
+    /// `account/event_id~subscription` of sender stream `stream`.
+    fn stream_name(&self, stream: usize) -> String {
+        let record = self.sender.stream(stream);
+        format!("{}~{}", self.event_name(record.event), record.subscription)
+    }
+
+    /// Makes one choice of `kind`: from the current step's schedule line in a scheduled run,
+    /// otherwise with `draw`. `None` is the default (no fault), which is not written down.
+    pub fn choose(&mut self, kind: &str, draw: impl FnOnce(&mut World) -> Option<String>) -> Option<String> {
+        let value = if self.decider.is_scheduled() {
+            self.decider.take_scheduled(kind)
+        } else {
+            draw(self)
+        };
+        if let Some(value) = &value {
+            self.decider.note(kind, value);
+        }
+        value
     }
 
     fn release_due_timers(&mut self) {
@@ -386,6 +503,7 @@ impl World {
                 connection: None,
                 park: None,
                 pending: PendingOp::Statement,
+                pending_detail: String::new(),
                 reply: None,
                 inject_busy: false,
                 disturbed: false,
@@ -580,7 +698,14 @@ impl World {
             operation: operation.map(|payload| payload.operation_key()),
         });
 
-        let provider_faults = faults::provider_faults(&mut self.faults, now_ms, &call.request);
+        let request = call.request.clone();
+        let provider_faults = self
+            .choose("provider", |world| {
+                let drawn = faults::provider_faults(&mut world.faults, now_ms, &request);
+                (drawn != faults::ProviderFaults::default()).then(|| drawn.encode())
+            })
+            .and_then(|value| faults::ProviderFaults::decode(&value))
+            .unwrap_or_default();
         if let Some(scripted) = &mut self.scripted
             && scripted.provider_sends_to_reject > 0
             && matches!(call.request, ProviderRequest::Send { .. })
@@ -629,7 +754,17 @@ impl World {
                     Err(error) => error.to_string(),
                 };
                 let _ = write!(self.line, "call {verb} key={key} -> provider {outcome}");
-                let latency_ms = self.provider_rng.between(1, self.config.provider_latency_ms_max);
+                let latency_ms = self
+                    .choose("provider-latency", |world| {
+                        Some(
+                            world
+                                .provider_rng
+                                .between(1, world.config.provider_latency_ms_max)
+                                .to_string(),
+                        )
+                    })
+                    .and_then(|value| value.parse().ok())
+                    .unwrap_or(1);
                 if latency_ms > call.timeout_ms {
                     (now_ms + call.timeout_ms, Err(CallError::Timeout))
                 } else {
@@ -637,10 +772,15 @@ impl World {
                 }
             }
         };
-        let mut lost = false;
-        for fault in self.faults.iter_mut() {
-            lost |= fault.drops_provider_reply(now_ms);
-        }
+        let mut lost = self
+            .choose("lose-reply", |world| {
+                let mut lost = false;
+                for fault in world.faults.iter_mut() {
+                    lost |= fault.drops_provider_reply(now_ms);
+                }
+                lost.then(String::new)
+            })
+            .is_some();
         if let Some(scripted) = &mut self.scripted
             && scripted.provider_replies_to_drop > 0
         {
@@ -668,15 +808,24 @@ impl World {
         now_ms: i64,
         conditions: crate::provider::Conditions,
     ) -> Result<ProviderReply, CallError> {
+        // The provider decides when it will forget a key only when it stores one; the choice
+        // is made (and written down) in this step either way.
         let key_lifetime_ms = self.config.relay.key_lifetime_ms;
-        let faults = &mut self.faults;
-        let handled = self.provider.handle(request, now_ms, conditions, || {
-            let mut forget_at = None;
-            for fault in faults.iter_mut() {
-                forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
-            }
-            forget_at
-        });
+        let mut forget_at_ms = None;
+        if matches!(request, ProviderRequest::Send { .. })
+            && !self.provider.remembers(request.idempotency_key(), now_ms)
+        {
+            forget_at_ms = self
+                .choose("forget", |world| {
+                    let mut forget_at = None;
+                    for fault in world.faults.iter_mut() {
+                        forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
+                    }
+                    forget_at.map(|at_ms: i64| at_ms.to_string())
+                })
+                .and_then(|value| value.parse().ok());
+        }
+        let handled = self.provider.handle(request, now_ms, conditions, || forget_at_ms);
         let key = request.idempotency_key();
         if handled.key_was_forgotten {
             self.record_fault("key-expiry", &format!("provider had forgotten key {key}"));
@@ -795,15 +944,35 @@ impl World {
         }
     }
 
-    /// A random up receiver, if any.
-    pub fn pick_receiver(&mut self) -> Option<usize> {
+    /// Where one delivery goes: lost on the way, refused (no receiver up), or to a receiver
+    /// among those up (the first one up by default). One choice per delivery, always written
+    /// down, so that a step sending a delivery and its copies keeps each one's fate apart.
+    pub fn route_delivery(&mut self) -> Route {
         let up: Vec<usize> = (0..self.processes.len())
             .filter(|&index| self.processes[index].role == ProcessRole::Receiver && self.processes[index].up)
             .collect();
         if up.is_empty() {
-            return None;
+            return Route::Refused;
         }
-        Some(*self.network_rng.pick(&up))
+        let now_ms = self.now_ms;
+        let value = self.choose("deliver", |world| {
+            let mut lost = false;
+            for fault in world.faults.iter_mut() {
+                lost |= fault.drops_request(now_ms);
+            }
+            let receiver = world.processes[*world.network_rng.pick(&up)].name.clone();
+            Some(if lost { "lost".to_owned() } else { receiver })
+        });
+        match value.as_deref() {
+            Some("lost") => Route::Lost,
+            Some(name) => Route::To(
+                up.iter()
+                    .copied()
+                    .find(|&index| self.processes[index].name == name)
+                    .unwrap_or(up[0]),
+            ),
+            None => Route::To(up[0]),
+        }
     }
 
     /// The first up process with `role`.
@@ -814,37 +983,64 @@ impl World {
 
     /// Travel time of one webhook answer.
     pub fn network_latency_ms(&mut self) -> i64 {
-        self.network_rng.between(1, self.config.network_latency_ms_max)
+        self.choose("latency", |world| {
+            Some(
+                world
+                    .network_rng
+                    .between(1, world.config.network_latency_ms_max)
+                    .to_string(),
+            )
+        })
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(1)
     }
 
     /// Whether any fault drops this webhook answer. Every model is asked, so that one model's
     /// decision never changes how many draws another one makes.
     pub fn webhook_answer_dropped(&mut self) -> bool {
         let now_ms = self.now_ms;
-        let mut dropped = false;
-        for fault in self.faults.iter_mut() {
-            dropped |= fault.drops_webhook_answer(now_ms);
-        }
-        dropped
-    }
-
-    /// Whether any fault drops a delivery on its way in.
-    pub fn request_dropped(&mut self) -> bool {
-        let now_ms = self.now_ms;
-        let mut dropped = false;
-        for fault in self.faults.iter_mut() {
-            dropped |= fault.drops_request(now_ms);
-        }
-        dropped
+        self.choose("lose-answer", |world| {
+            let mut dropped = false;
+            for fault in world.faults.iter_mut() {
+                dropped |= fault.drops_webhook_answer(now_ms);
+            }
+            dropped.then(String::new)
+        })
+        .is_some()
     }
 
     /// How many extra copies of a delivery the fault models send.
     pub fn extra_deliveries(&mut self) -> u32 {
         let now_ms = self.now_ms;
-        self.faults
-            .iter_mut()
-            .map(|fault| fault.extra_deliveries(now_ms))
-            .sum()
+        self.choose("copies", |world| {
+            let copies: u32 = world
+                .faults
+                .iter_mut()
+                .map(|fault| fault.extra_deliveries(now_ms))
+                .sum();
+            (copies > 0).then(|| copies.to_string())
+        })
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+    }
+
+    /// The fault (if any) that acts on `process`, about to do `op`, at this scheduling point:
+    /// `(fault model name, action)`.
+    pub fn fault_at_scheduling_point(
+        &mut self,
+        process: usize,
+        op: PendingOp,
+    ) -> Option<(String, FaultAction)> {
+        let role = self.processes[process].role;
+        let value = self.choose("fault", |world| {
+            let mut decision = None;
+            for fault in world.faults.iter_mut() {
+                let action = fault.at_scheduling_point(role, op);
+                decision = decision.or(action.map(|action| action.encode(fault.name())));
+            }
+            decision
+        })?;
+        FaultAction::decode(&value)
     }
 
     /// True when nothing is left to do: every stream that can succeed settled with the sender,

@@ -116,7 +116,9 @@ fn help_is_available_for_every_command() {
         &["--help"][..],
         &["sweep", "--help"],
         &["replay", "--help"],
+        &["shrink", "--help"],
         &["list", "--help"],
+        &["mutants", "--help"],
     ] {
         let output = commitgap(arguments);
         assert_eq!(output.status.code(), Some(0), "{arguments:?}");
@@ -245,6 +247,8 @@ fn three_shards_together_are_the_unsharded_sweep() {
             directory.to_str().unwrap(),
             "--json",
             json_path.to_str().unwrap(),
+            // Sharding is about which seeds run; shrinking is tested on its own.
+            "--no-shrink",
         ];
         if let Some(shard) = shard {
             arguments.extend(["--shard", shard]);
@@ -414,4 +418,137 @@ fn mutants_names_what_survives_a_too_small_budget() {
         "{last}"
     );
     assert!(text.contains("reference"), "the reference is swept too");
+}
+
+/// The digest `replay` printed.
+fn replayed_digest(output: &Output) -> String {
+    let text = stdout(output);
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("replay: seed"))
+        .unwrap_or_default()
+        .to_owned();
+    line.rsplit("digest ")
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(')')
+        .to_owned()
+}
+
+#[test]
+fn shrink_keeps_the_original_and_replay_runs_either() {
+    let directory = scratch("shrink");
+    let dir = directory.to_str().unwrap();
+    let sweep = commitgap(&[
+        "sweep",
+        "--system",
+        "receipt-first",
+        "--seeds",
+        "1",
+        "--no-shrink",
+        "--seeds-dir",
+        dir,
+    ]);
+    assert_eq!(sweep.status.code(), Some(1), "{}", stdout(&sweep));
+    assert!(!stdout(&sweep).contains("shrink:"), "--no-shrink skips shrinking");
+    let file = directory.join("receipt-first-0.json");
+    let file = file.to_str().unwrap();
+    assert_usage_error(&["replay", file, "--from", "shrunk"], "has not been shrunk");
+    assert_usage_error(&["replay", file, "--from", "schedule"], "holds no schedule");
+    assert_usage_error(&["replay", "--seed", "0", "--from", "seed"], "--from");
+
+    let shrunk = commitgap(&["shrink", file]);
+    assert_eq!(shrunk.status.code(), Some(0), "{}", stderr(&shrunk));
+    let text = stdout(&shrunk);
+    let first = text.lines().next().unwrap();
+    let numbers: Vec<u64> = first
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|part| !part.is_empty())
+        .map(|part| part.parse().unwrap())
+        .collect();
+    assert!(
+        first.starts_with("shrink: ") && first.ends_with(" faults"),
+        "{first}"
+    );
+    assert_eq!(numbers.len(), 4, "{first}");
+    assert!(
+        numbers[1] < numbers[0] && numbers[3] <= numbers[2],
+        "smaller, never larger: {first}"
+    );
+
+    let from_shrunk = commitgap(&["replay", file]);
+    assert_eq!(from_shrunk.status.code(), Some(1));
+    let verdict = stdout(&from_shrunk);
+    assert!(
+        verdict.contains("from its shrunk schedule")
+            && verdict.contains("FAILED receipt-commits-with-its-work"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains(&format!("({} steps", numbers[1])),
+        "the shrunk run has the steps shrink said: {verdict}"
+    );
+    assert!(!verdict.contains("differs"), "{verdict}");
+    let from_seed = commitgap(&["replay", file, "--from", "seed"]);
+    let from_schedule = commitgap(&["replay", file, "--from", "schedule"]);
+    assert_eq!(
+        (from_seed.status.code(), from_schedule.status.code()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        replayed_digest(&from_seed),
+        replayed_digest(&from_schedule),
+        "the recorded schedule is the seed's run"
+    );
+    assert!(stdout(&from_seed).contains(&format!("({} steps", numbers[0])));
+
+    let corrupt = directory.join("corrupt.json");
+    std::fs::write(&corrupt, b"{\"format_version\": 2, \"seed\": 1").unwrap();
+    assert_usage_error(&["shrink", corrupt.to_str().unwrap()], "not valid JSON");
+    assert_usage_error(
+        &["shrink", directory.join("missing.json").to_str().unwrap()],
+        "cannot read",
+    );
+}
+
+#[test]
+fn a_sweep_shrinks_its_failures_and_keeps_one_file_per_failure() {
+    let directory = scratch("sweep-shrink");
+    let dir = directory.to_str().unwrap();
+    let output = commitgap(&[
+        "sweep",
+        "--system",
+        "receipt-first",
+        "--seeds",
+        "6",
+        "--shrink-max",
+        "3",
+        "--seeds-dir",
+        dir,
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    let shrinks = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("shrink: "))
+        .count();
+    assert!(
+        shrinks >= 3,
+        "the first three failures of each invariant are shrunk: {text}"
+    );
+    assert!(
+        text.contains("not shrunk:"),
+        "failures past --shrink-max are named: {text}"
+    );
+    let replays = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("replay: "))
+        .count();
+    assert_eq!(replays, 6, "every failure carries its replay command: {text}");
+    // Each kept file is a distinct failure; the others say which file holds theirs.
+    let files = std::fs::read_dir(&directory).unwrap().count();
+    assert!((1..6).contains(&files), "{files} files for 6 failures: {text}");
+    if files < 3 {
+        assert!(text.contains("already holds this failure"), "{text}");
+    }
 }

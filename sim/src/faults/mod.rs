@@ -59,6 +59,37 @@ pub enum FaultAction {
     WakeAt { at_ms: i64 },
 }
 
+impl FaultAction {
+    /// Writes the action, with the fault model that took it, as a schedule value:
+    /// `crash crash 1200`, `worker-pause pause 90000`, `sqlite-busy busy`, `clock-jump clock -5000`.
+    pub fn encode(&self, fault: &str) -> String {
+        match self {
+            FaultAction::Crash { restart_after_ms } => format!("{fault} crash {restart_after_ms}"),
+            FaultAction::Pause { duration_ms } => format!("{fault} pause {duration_ms}"),
+            FaultAction::Busy => format!("{fault} busy"),
+            FaultAction::ClockJump { offset_ms } => format!("{fault} clock {offset_ms}"),
+            FaultAction::PurgeReceipts { older_than_ms } => format!("{fault} purge {older_than_ms}"),
+            FaultAction::WakeAt { at_ms } => format!("{fault} wake {at_ms}"),
+        }
+    }
+
+    /// Reads a value written by [`FaultAction::encode`]; `None` if it is not one.
+    pub fn decode(value: &str) -> Option<(String, FaultAction)> {
+        let mut words = value.split_whitespace();
+        let fault = words.next()?.to_owned();
+        let action = words.next()?;
+        let number = words.next().and_then(|word| word.parse::<i64>().ok());
+        let action = match (action, number) {
+            ("crash", Some(restart_after_ms)) => FaultAction::Crash { restart_after_ms },
+            ("pause", Some(duration_ms)) => FaultAction::Pause { duration_ms },
+            ("busy", _) => FaultAction::Busy,
+            ("clock", Some(offset_ms)) => FaultAction::ClockJump { offset_ms },
+            _ => return None,
+        };
+        Some((fault, action))
+    }
+}
+
 /// The kinds of simulated process, as a fault model sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ProcessRole {
@@ -111,6 +142,47 @@ pub struct ProviderFaults {
 }
 
 impl ProviderFaults {
+    /// Writes the conditions as a schedule value: comma-separated `fail`, `sticky`, `replay`,
+    /// `lock=MS`, `slow=MS`.
+    pub fn encode(&self) -> String {
+        let conditions = self.conditions;
+        let mut flags = Vec::new();
+        if conditions.fail_before_acting {
+            flags.push("fail".to_owned());
+        }
+        if conditions.sticky_errors {
+            flags.push("sticky".to_owned());
+        }
+        if conditions.replay_on_mismatch {
+            flags.push("replay".to_owned());
+        }
+        if conditions.lock_after_ms > 0 {
+            flags.push(format!("lock={}", conditions.lock_after_ms));
+        }
+        if let Some(act_after_ms) = self.act_after_ms {
+            flags.push(format!("slow={act_after_ms}"));
+        }
+        flags.join(",")
+    }
+
+    /// Reads a value written by [`ProviderFaults::encode`]; unknown flags are ignored.
+    pub fn decode(value: &str) -> Option<ProviderFaults> {
+        let mut faults = ProviderFaults::default();
+        for flag in value.split(',').map(str::trim) {
+            match flag.split_once('=') {
+                Some(("lock", ms)) => faults.conditions.lock_after_ms = ms.parse().ok()?,
+                Some(("slow", ms)) => faults.act_after_ms = Some(ms.parse().ok()?),
+                _ => match flag {
+                    "fail" => faults.conditions.fail_before_acting = true,
+                    "sticky" => faults.conditions.sticky_errors = true,
+                    "replay" => faults.conditions.replay_on_mismatch = true,
+                    _ => {}
+                },
+            }
+        }
+        Some(faults)
+    }
+
     fn merge(self, other: ProviderFaults) -> ProviderFaults {
         let (left, right) = (self.conditions, other.conditions);
         ProviderFaults {

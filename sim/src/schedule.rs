@@ -1,0 +1,381 @@
+//! Schedules: a run written down as the decisions that made it, readable and editable.
+//!
+//! A schedule holds the run's fixtures and workload (which orders exist, which events the sender
+//! emits and when) and one line per step: which ready item ran, named by its actor and what it
+//! was about to do, followed by the choices made during that step, each `| kind value`:
+//!
+//! ```text
+//! receiver-2#1 sql | fault crash crash 12000
+//! sender attempt acct-a/evt-1 | to receiver-2 | copies 1
+//! relay-1#1 call | provider-latency 35 | lose-reply
+//! ```
+//!
+//! Replaying a schedule uses no randomness. A step line is matched to a ready item with the same
+//! label, looking a few lines ahead, so a deleted or moved line does not shift everything after
+//! it; a line that matches nothing is skipped and reported, and a step with no line takes the
+//! default: the item that became ready first, no fault, the first receiver that is up, the
+//! shortest latency. A choice that is never asked for is reported too. Nothing here may panic
+//! on an edited schedule: every problem is a report line or an error message.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::EventSpec;
+use crate::system::Fixtures;
+
+/// One choice made during a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// What was chosen: `fault`, `deliver` (a receiver's name, or `lost`), `lose-answer`,
+    /// `lose-reply`, `copies`, `latency`, `provider-latency`, `provider`, `forget`.
+    pub kind: String,
+    /// The value, if the kind takes one.
+    pub value: String,
+}
+
+/// One step: the item that ran and the choices made while it ran.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StepLine {
+    /// The ready item's label, as [`crate::world::World::item_label`] gives it.
+    pub run: String,
+    pub choices: Vec<Choice>,
+}
+
+impl fmt::Display for StepLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.run)?;
+        for choice in &self.choices {
+            write!(f, " | {}", choice.kind)?;
+            if !choice.value.is_empty() {
+                write!(f, " {}", choice.value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StepLine {
+    /// Parses a line written by `Display`. Empty parts are ignored, so trailing `|` is harmless.
+    pub fn parse(line: &str) -> StepLine {
+        let mut parts = line.split('|').map(str::trim);
+        let run = parts.next().unwrap_or("").to_owned();
+        let choices = parts
+            .filter(|part| !part.is_empty())
+            .map(|part| {
+                let (kind, value) = part.split_once(' ').unwrap_or((part, ""));
+                Choice {
+                    kind: kind.to_owned(),
+                    value: value.trim().to_owned(),
+                }
+            })
+            .collect();
+        StepLine { run, choices }
+    }
+
+    /// Whether the line records any fault (as opposed to ordinary latency and routing).
+    pub fn fault_count(&self) -> usize {
+        self.choices
+            .iter()
+            .filter(|choice| is_fault_kind(&choice.kind, &choice.value))
+            .count()
+    }
+}
+
+/// Whether a choice injects a fault rather than ordinary latency or routing.
+pub fn is_fault_kind(kind: &str, value: &str) -> bool {
+    match kind {
+        "fault" | "lose-answer" | "lose-reply" | "copies" | "forget" => true,
+        "deliver" => value == "lost",
+        // Provider conditions that are the provider's contract (sticky errors, lenient
+        // mismatches, locks) are not faults on their own; a failure or slowness is.
+        "provider" => value
+            .split(',')
+            .any(|flag| flag == "fail" || flag.starts_with("slow=")),
+        _ => false,
+    }
+}
+
+/// A short name for a fault choice, for a schedule's shape: the fault model for `fault`,
+/// `request-lost` for a delivery lost on the way in, `provider-fail` or `provider-slow` for the
+/// provider, the kind otherwise. `None` for a choice that is not a fault.
+pub fn fault_label(choice: &Choice) -> Option<String> {
+    if !is_fault_kind(&choice.kind, &choice.value) {
+        return None;
+    }
+    Some(match choice.kind.as_str() {
+        "fault" => choice
+            .value
+            .split_whitespace()
+            .next()
+            .unwrap_or("fault")
+            .to_owned(),
+        "deliver" => "request-lost".to_owned(),
+        "provider" if choice.value.split(',').any(|flag| flag == "fail") => "provider-fail".to_owned(),
+        "provider" => "provider-slow".to_owned(),
+        kind => kind.to_owned(),
+    })
+}
+
+/// A whole run written down: fixtures, workload and one line per step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    pub fixtures: Fixtures,
+    pub events: Vec<EventSpec>,
+    /// One line per step, as `StepLine` writes it.
+    pub steps: Vec<String>,
+}
+
+impl Schedule {
+    /// How many fault choices the schedule makes.
+    pub fn fault_count(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|line| StepLine::parse(line).fault_count())
+            .sum()
+    }
+
+    /// What kind of run this is, leaving out names, times and counts: the kinds of event in
+    /// workload order, then the faults in the order they fired, a repeat of the same fault in a
+    /// row written once. Two failures of one invariant with the same shape are the same story.
+    pub fn shape(&self) -> String {
+        let events: Vec<String> = self
+            .events
+            .iter()
+            .map(|event| {
+                serde_json::to_value(event.kind)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut faults: Vec<String> = Vec::new();
+        for line in &self.steps {
+            for choice in StepLine::parse(line).choices {
+                if let Some(label) = fault_label(&choice)
+                    && faults.last() != Some(&label)
+                {
+                    faults.push(label);
+                }
+            }
+        }
+        format!("events {}; faults {}", or_none(&events), or_none(&faults))
+    }
+}
+
+fn or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(",")
+    }
+}
+
+/// How far ahead a step line may be matched when the next one names no ready item.
+const LOOKAHEAD: usize = 8;
+
+/// Where a run's decisions come from.
+#[derive(Debug)]
+pub enum Decider {
+    /// Draw from the seeded streams; write each step down when `record` is on.
+    Seeded { record: bool, steps: Vec<StepLine> },
+    /// Follow a schedule, and write down what actually happened.
+    Scheduled {
+        pending: VecDeque<StepLine>,
+        current: StepLine,
+        steps: Vec<StepLine>,
+        report: Vec<String>,
+    },
+}
+
+impl Decider {
+    pub fn seeded(record: bool) -> Decider {
+        Decider::Seeded {
+            record,
+            steps: Vec::new(),
+        }
+    }
+
+    pub fn scheduled(lines: &[String]) -> Decider {
+        Decider::Scheduled {
+            pending: lines.iter().map(|line| StepLine::parse(line)).collect(),
+            current: StepLine::default(),
+            steps: Vec::new(),
+            report: Vec::new(),
+        }
+    }
+
+    /// Whether choices come from a schedule rather than the seeded streams.
+    pub fn is_scheduled(&self) -> bool {
+        matches!(self, Decider::Scheduled { .. })
+    }
+
+    /// Whether steps are written down.
+    pub fn records(&self) -> bool {
+        !matches!(self, Decider::Seeded { record: false, .. })
+    }
+
+    /// In a scheduled run, picks which of the ready items (given by label) runs this step: the
+    /// first pending line that names one of them, within the look-ahead. Lines passed over are
+    /// reported as skipped. Returns the index into `labels`, or `None` for the default.
+    pub fn pick_scheduled(&mut self, labels: &[String], step: u64) -> Option<usize> {
+        let Decider::Scheduled {
+            pending,
+            current,
+            report,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let window = pending.len().min(LOOKAHEAD);
+        let found = (0..window).find_map(|offset| {
+            labels
+                .iter()
+                .position(|label| *label == pending[offset].run)
+                .map(|index| (offset, index))
+        });
+        let Some((offset, index)) = found else {
+            *current = StepLine::default();
+            return None;
+        };
+        for skipped in pending.drain(..offset) {
+            report.push(format!(
+                "step {step}: skipped `{skipped}`: nothing it names was ready"
+            ));
+        }
+        *current = pending.pop_front().expect("the window held this line");
+        Some(index)
+    }
+
+    /// Starts writing down a step whose item has `label`.
+    pub fn begin_step(&mut self, label: String) {
+        match self {
+            Decider::Seeded { record: true, steps } => steps.push(StepLine {
+                run: label,
+                choices: Vec::new(),
+            }),
+            Decider::Scheduled { steps, .. } => steps.push(StepLine {
+                run: label,
+                choices: Vec::new(),
+            }),
+            Decider::Seeded { record: false, .. } => {}
+        }
+    }
+
+    /// In a scheduled run, takes the current step's first choice of `kind`, if it has one.
+    pub fn take_scheduled(&mut self, kind: &str) -> Option<String> {
+        let Decider::Scheduled { current, .. } = self else {
+            return None;
+        };
+        let position = current.choices.iter().position(|choice| choice.kind == kind)?;
+        Some(current.choices.remove(position).value)
+    }
+
+    /// Writes down a choice of the current step.
+    pub fn note(&mut self, kind: &str, value: &str) {
+        let steps = match self {
+            Decider::Seeded { record: true, steps } | Decider::Scheduled { steps, .. } => steps,
+            Decider::Seeded { record: false, .. } => return,
+        };
+        if let Some(step) = steps.last_mut() {
+            step.choices.push(Choice {
+                kind: kind.to_owned(),
+                value: value.to_owned(),
+            });
+        }
+    }
+
+    /// Reports the choices of the step that just ended that nothing asked for.
+    pub fn end_step(&mut self, step: u64) {
+        if let Decider::Scheduled { current, report, .. } = self {
+            for choice in current.choices.drain(..) {
+                report.push(format!(
+                    "step {step}: choice `{} {}` no longer applies",
+                    choice.kind, choice.value
+                ));
+            }
+        }
+    }
+
+    /// The steps written down, and (for a scheduled run) what was skipped.
+    pub fn finish(self) -> (Vec<String>, Vec<String>) {
+        match self {
+            Decider::Seeded { steps, .. } => (steps.iter().map(ToString::to_string).collect(), Vec::new()),
+            Decider::Scheduled {
+                pending,
+                steps,
+                mut report,
+                ..
+            } => {
+                for line in pending {
+                    report.push(format!("end: `{line}` was never reached"));
+                }
+                (steps.iter().map(ToString::to_string).collect(), report)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_lines_round_trip_and_tolerate_edits() {
+        let line = StepLine::parse("relay-1#1 call | provider-latency 35 | lose-reply");
+        assert_eq!(line.run, "relay-1#1 call");
+        assert_eq!(line.choices.len(), 2);
+        assert_eq!(
+            line.to_string(),
+            "relay-1#1 call | provider-latency 35 | lose-reply"
+        );
+        assert_eq!(line.fault_count(), 1);
+        let edited = StepLine::parse("  sender emit acct-a/evt-1 |  | copies 2 |");
+        assert_eq!(edited.run, "sender emit acct-a/evt-1");
+        assert_eq!(
+            edited.choices,
+            vec![Choice {
+                kind: "copies".into(),
+                value: "2".into()
+            }]
+        );
+        assert_eq!(StepLine::parse("").run, "");
+    }
+
+    #[test]
+    fn scheduled_picks_match_by_label_within_the_lookahead() {
+        let lines: Vec<String> = ["a", "b | fault crash crash 5", "c"]
+            .iter()
+            .map(|line| (*line).to_owned())
+            .collect();
+        let mut decider = Decider::scheduled(&lines);
+        let labels = ["x".to_owned(), "b".to_owned()];
+        assert_eq!(
+            decider.pick_scheduled(&labels, 1),
+            Some(1),
+            "a is skipped, b matches"
+        );
+        assert_eq!(decider.take_scheduled("fault").as_deref(), Some("crash crash 5"));
+        assert_eq!(decider.take_scheduled("fault"), None);
+        assert_eq!(
+            decider.pick_scheduled(&["y".to_owned()], 2),
+            None,
+            "c waits: y is not c"
+        );
+        let (_, report) = decider.finish();
+        assert_eq!(report.len(), 2, "{report:?}");
+        assert!(report[0].contains("skipped `a`"));
+        assert!(report[1].contains("`c` was never reached"));
+    }
+
+    #[test]
+    fn provider_contract_flags_are_not_faults() {
+        assert!(!is_fault_kind("provider", "sticky,lock=3000"));
+        assert!(is_fault_kind("provider", "sticky,fail"));
+        assert!(is_fault_kind("provider", "slow=45000"));
+        assert!(!is_fault_kind("latency", "5"));
+    }
+}

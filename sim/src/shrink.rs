@@ -1,0 +1,500 @@
+//! Shrinking: a failing run reduced to the few decisions that matter.
+//!
+//! The shrinker works on a run's schedule and configuration, never on its seed: a seed cannot be
+//! made smaller, but a schedule can lose events, orders, processes, fault models, fault choices
+//! and scheduling decisions. Each candidate is replayed from its schedule (no randomness), and
+//! kept only if it still fails the same invariant and is smaller, so a shrunk run never grows. A
+//! kept candidate's schedule is the one its replay wrote down, which realigns every later pass
+//! with what actually happened. Deleted step lines fall back to the simplest scheduling (the item
+//! that became ready first), so removing lines also simplifies the interleaving. The work is
+//! bounded by a number of candidate runs.
+
+use std::sync::Arc;
+
+use crate::config::SimConfig;
+use crate::run::{Failure, RunOptions, RunOutcome, run_seed};
+use crate::schedule::{Schedule, StepLine, is_fault_kind};
+use crate::system::System;
+
+/// A run as the shrinker sees it: configuration, schedule, and what it did.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub config: SimConfig,
+    pub schedule: Schedule,
+    pub failure: Failure,
+    pub steps: u64,
+    pub digest: String,
+}
+
+impl Candidate {
+    /// Fault choices in the schedule.
+    pub fn faults(&self) -> usize {
+        self.schedule.fault_count()
+    }
+
+    /// What the shrinker minimizes: steps first, then faults and events, which a person reads,
+    /// then the world's size (orders, processes, fault models on), so that a smaller world with
+    /// as many steps still counts as smaller.
+    fn size(&self) -> (u64, usize, usize, usize, u32, usize) {
+        let enabled = self
+            .config
+            .faults
+            .values()
+            .filter(|settings| settings.get("enabled") == Some(&serde_json::Value::Bool(true)))
+            .count();
+        (
+            self.steps,
+            self.faults(),
+            self.schedule.events.len(),
+            self.schedule.fixtures.orders.len(),
+            self.config.receivers + self.config.relay_workers,
+            enabled,
+        )
+    }
+}
+
+/// The result of shrinking.
+#[derive(Debug, Clone)]
+pub struct Shrunk {
+    pub original: Candidate,
+    pub shrunk: Candidate,
+    /// Candidate runs tried.
+    pub runs: usize,
+}
+
+impl Shrunk {
+    /// `shrink: 412 -> 9 steps, 7 -> 1 faults`.
+    pub fn summary(&self) -> String {
+        format!(
+            "shrink: {} -> {} steps, {} -> {} faults",
+            self.original.steps,
+            self.shrunk.steps,
+            self.original.faults(),
+            self.shrunk.faults(),
+        )
+    }
+
+    /// The rest of the story: events, orders, processes, and the work it took.
+    pub fn details(&self) -> String {
+        let (before, after) = (&self.original, &self.shrunk);
+        format!(
+            "{} -> {} events, {} -> {} orders, {} -> {} receivers, {} -> {} relay workers, {} runs tried",
+            before.schedule.events.len(),
+            after.schedule.events.len(),
+            before.schedule.fixtures.orders.len(),
+            after.schedule.fixtures.orders.len(),
+            before.config.receivers,
+            after.config.receivers,
+            before.config.relay_workers,
+            after.config.relay_workers,
+            self.runs
+        )
+    }
+}
+
+/// Reduces the failing run (`config`, `schedule`) of `system` to a smaller one that fails the
+/// same invariant, trying at most `runs_max` candidates.
+pub fn shrink(
+    system: &Arc<dyn System>,
+    seed: u64,
+    config: &SimConfig,
+    schedule: &Schedule,
+    runs_max: usize,
+) -> Result<Shrunk, String> {
+    let first = replay(system, seed, config, schedule)?;
+    let Some(failure) = first.failure.clone() else {
+        return Err("the schedule no longer fails: nothing to shrink".to_owned());
+    };
+    let original = candidate(config, first, failure.clone())?;
+    let mut shrinker = Shrinker {
+        system,
+        seed,
+        invariant: failure.invariant.clone(),
+        best: original.clone(),
+        runs: 0,
+        runs_max,
+    };
+    loop {
+        let before = shrinker.best.size();
+        // Cheapest and biggest cuts first: whole events and processes take many steps with them.
+        shrinker.drop_events();
+        shrinker.reduce_processes();
+        shrinker.drop_unused_fixtures();
+        shrinker.drop_fault_choices();
+        shrinker.simplify_events();
+        shrinker.reduce_fault_models();
+        shrinker.truncate_step_lines();
+        shrinker.drop_step_lines();
+        if shrinker.best.size() >= before || shrinker.exhausted() {
+            break;
+        }
+    }
+    Ok(Shrunk {
+        original,
+        shrunk: shrinker.best,
+        runs: shrinker.runs,
+    })
+}
+
+/// Replays `schedule` under `config`.
+pub fn replay(
+    system: &Arc<dyn System>,
+    seed: u64,
+    config: &SimConfig,
+    schedule: &Schedule,
+) -> Result<RunOutcome, String> {
+    let options = RunOptions {
+        backend: config.backend,
+        config: Some(config.clone()),
+        schedule: Some(schedule.clone()),
+        ..RunOptions::default()
+    };
+    run_seed(system, seed, &options)
+}
+
+fn candidate(config: &SimConfig, outcome: RunOutcome, failure: Failure) -> Result<Candidate, String> {
+    let schedule = outcome
+        .schedule
+        .ok_or("a scheduled run always writes its schedule down")?;
+    Ok(Candidate {
+        config: config.clone(),
+        schedule,
+        failure,
+        steps: outcome.steps,
+        digest: outcome.digest,
+    })
+}
+
+struct Shrinker<'a> {
+    system: &'a Arc<dyn System>,
+    seed: u64,
+    invariant: String,
+    best: Candidate,
+    runs: usize,
+    runs_max: usize,
+}
+
+impl Shrinker<'_> {
+    fn exhausted(&self) -> bool {
+        self.runs >= self.runs_max
+    }
+
+    /// Runs a candidate and keeps it if it fails the same invariant and is smaller.
+    fn try_candidate(&mut self, config: SimConfig, schedule: Schedule) -> bool {
+        if self.exhausted() || config.validate().is_err() {
+            return false;
+        }
+        self.runs += 1;
+        let Ok(outcome) = replay(self.system, self.seed, &config, &schedule) else {
+            return false;
+        };
+        let Some(failure) = outcome.failure.clone() else {
+            return false;
+        };
+        if failure.invariant != self.invariant {
+            return false;
+        }
+        let Ok(found) = candidate(&config, outcome, failure) else {
+            return false;
+        };
+        if found.size() >= self.best.size() {
+            return false;
+        }
+        self.best = found;
+        true
+    }
+
+    /// Removes workload events one at a time, latest first: with the sender's step lines that
+    /// name the event, and failing that, leaving the lines to be skipped.
+    fn drop_events(&mut self) {
+        let mut index = self.best.schedule.events.len();
+        while index > 0 && !self.exhausted() {
+            index -= 1;
+            let Some(event) = self.best.schedule.events.get(index) else {
+                continue;
+            };
+            let name = format!("{}/{}", event.account, event.event_id);
+            let mut schedule = self.best.schedule.clone();
+            schedule.events.remove(index);
+            let mut without_lines = schedule.clone();
+            without_lines.steps.retain(|line| !names_event(line, &name));
+            if without_lines.steps.len() < schedule.steps.len()
+                && self.try_candidate(self.best.config.clone(), without_lines)
+            {
+                continue;
+            }
+            self.try_candidate(self.best.config.clone(), schedule);
+        }
+    }
+
+    /// Makes each event plainer: one subscription, no deliveries outside the schedule, delivered
+    /// when created, created as early as the event before it.
+    fn simplify_events(&mut self) {
+        for index in 0..self.best.schedule.events.len() {
+            if self.exhausted() || index >= self.best.schedule.events.len() {
+                return;
+            }
+            let event = self.best.schedule.events[index].clone();
+            let earliest_ms = if index == 0 {
+                0
+            } else {
+                self.best.schedule.events[index - 1].created_ms
+            };
+            let edits: [&dyn Fn(&mut crate::config::EventSpec); 4] = [
+                &|event| event.subscriptions = 1,
+                &|event| event.extra_deliveries.clear(),
+                &|event| event.deliver_at_ms = event.created_ms,
+                &|event| {
+                    let shift_ms = event.created_ms - earliest_ms;
+                    event.created_ms -= shift_ms;
+                    event.deliver_at_ms -= shift_ms;
+                },
+            ];
+            for edit in edits {
+                let mut schedule = self.best.schedule.clone();
+                let Some(target) = schedule.events.get_mut(index) else {
+                    return;
+                };
+                edit(target);
+                if *target != event {
+                    self.try_candidate(self.best.config.clone(), schedule);
+                }
+            }
+        }
+    }
+
+    /// Removes orders and accounts that no remaining event names.
+    fn drop_unused_fixtures(&mut self) {
+        let mut schedule = self.best.schedule.clone();
+        let events = &schedule.events;
+        schedule.fixtures.orders.retain(|order| {
+            events
+                .iter()
+                .any(|event| event.tenant == order.tenant && event.order == order.order)
+        });
+        schedule
+            .fixtures
+            .accounts
+            .retain(|(account, _)| events.iter().any(|event| event.account == *account));
+        if schedule.fixtures != self.best.schedule.fixtures {
+            self.try_candidate(self.best.config.clone(), schedule);
+        }
+    }
+
+    /// Fewer receivers and relay workers: as few as possible at once (one of each: a world
+    /// without a relay worker is one where the fixed system fails too), then one fewer at a time.
+    /// The step lines of a process that no longer exists go with it, so that they do not hold
+    /// up the lines after them.
+    fn reduce_processes(&mut self) {
+        for (prefix, minimum) in [("receiver", 1), ("relay", 1)] {
+            let count = |config: &SimConfig| {
+                if prefix == "receiver" {
+                    config.receivers
+                } else {
+                    config.relay_workers
+                }
+            };
+            let mut targets = vec![minimum];
+            targets.extend((minimum + 1..count(&self.best.config)).rev());
+            for target in targets {
+                if self.exhausted() || target >= count(&self.best.config) {
+                    continue;
+                }
+                let mut config = self.best.config.clone();
+                if prefix == "receiver" {
+                    config.receivers = target;
+                } else {
+                    config.relay_workers = target;
+                }
+                let mut schedule = self.best.schedule.clone();
+                schedule
+                    .steps
+                    .retain(|line| !names_process_beyond(line, prefix, target));
+                if self.try_candidate(config, schedule) && target == minimum {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Fault models off, and a shorter fault phase.
+    fn reduce_fault_models(&mut self) {
+        let names: Vec<String> = self.best.config.faults.keys().cloned().collect();
+        for name in names {
+            let enabled =
+                self.best.config.faults[&name].get("enabled") == Some(&serde_json::Value::Bool(true));
+            if enabled && !self.exhausted() {
+                let mut config = self.best.config.clone();
+                config.faults.get_mut(&name).expect("listed above")["enabled"] =
+                    serde_json::Value::Bool(false);
+                self.try_candidate(config, self.best.schedule.clone());
+            }
+        }
+        while self.best.config.fault_phase_ms > 60_000 && !self.exhausted() {
+            let mut config = self.best.config.clone();
+            config.fault_phase_ms /= 2;
+            if !self.try_candidate(config, self.best.schedule.clone()) {
+                break;
+            }
+        }
+    }
+
+    /// Removes fault choices (crashes, pauses, losses, copies, failures) one at a time, latest
+    /// first. After a kept candidate the schedule is the replay's own record, so the pass moves
+    /// on to earlier lines rather than trusting indexes into the old one.
+    fn drop_fault_choices(&mut self) {
+        // Often none of them is needed: try that first.
+        if self.best.faults() > 0 {
+            let mut schedule = self.best.schedule.clone();
+            for line in &mut schedule.steps {
+                let mut parsed = StepLine::parse(line);
+                parsed
+                    .choices
+                    .retain(|choice| !is_fault_kind(&choice.kind, &choice.value));
+                *line = parsed.to_string();
+            }
+            self.try_candidate(self.best.config.clone(), schedule);
+        }
+        let mut line = self.best.schedule.steps.len();
+        while line > 0 && !self.exhausted() {
+            line -= 1;
+            let Some(parsed) = self
+                .best
+                .schedule
+                .steps
+                .get(line)
+                .map(|text| StepLine::parse(text))
+            else {
+                continue;
+            };
+            let faults: Vec<usize> = (0..parsed.choices.len())
+                .filter(|&index| is_fault_kind(&parsed.choices[index].kind, &parsed.choices[index].value))
+                .collect();
+            for &choice in faults.iter().rev() {
+                let mut edited = parsed.clone();
+                edited.choices.remove(choice);
+                let mut schedule = self.best.schedule.clone();
+                schedule.steps[line] = edited.to_string();
+                if self.try_candidate(self.best.config.clone(), schedule) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Keeps only a prefix of the step lines, so that everything after it takes the default
+    /// (no more faults, the item ready first): the shortest prefix that still fails, found by
+    /// bisection over the lines before the failing step.
+    fn truncate_step_lines(&mut self) {
+        let mut low = 0;
+        let mut high = self.best.schedule.steps.len();
+        while low < high && !self.exhausted() {
+            let middle = low + (high - low) / 2;
+            let mut schedule = self.best.schedule.clone();
+            schedule.steps.truncate(middle);
+            if self.try_candidate(self.best.config.clone(), schedule) {
+                high = middle.min(self.best.schedule.steps.len());
+            } else {
+                low = middle + 1;
+            }
+        }
+    }
+
+    /// Removes chunks of step lines, halving the chunk size, so their steps take the default.
+    fn drop_step_lines(&mut self) {
+        let mut chunk = (self.best.schedule.steps.len() / 2).max(1);
+        loop {
+            let mut start = 0;
+            while start < self.best.schedule.steps.len() && !self.exhausted() {
+                let end = (start + chunk).min(self.best.schedule.steps.len());
+                let mut schedule = self.best.schedule.clone();
+                schedule.steps.drain(start..end);
+                if !self.try_candidate(self.best.config.clone(), schedule) {
+                    start += chunk;
+                }
+            }
+            if chunk == 1 || self.exhausted() {
+                return;
+            }
+            chunk /= 2;
+        }
+    }
+}
+
+/// Whether a step line's label names the event `account/event_id` (`sender emit acct-a/evt-1`,
+/// `sender attempt acct-a/evt-1~2`), and not merely one whose id starts the same (`evt-10`).
+fn names_event(line: &str, name: &str) -> bool {
+    let label = line.split('|').next().unwrap_or("");
+    label.match_indices(name).any(|(at, _)| {
+        let after = label[at + name.len()..].chars().next();
+        !after.is_some_and(|next| next.is_ascii_alphanumeric() || next == '-' || next == '_')
+    })
+}
+
+/// Whether a step line is run by process `prefix-N` with N above `count` (`relay-3#1 ...` for
+/// prefix `relay` and count 2).
+fn names_process_beyond(line: &str, prefix: &str, count: u32) -> bool {
+    let Some(rest) = line.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')) else {
+        return false;
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<u32>().is_ok_and(|number| number > count)
+}
+
+/// Candidate runs a shrink may try unless told otherwise: enough for every planted bug to reach
+/// its smallest run when measured, at a few seconds per failure.
+pub const DEFAULT_SHRINK_RUNS: usize = 1000;
+
+/// Runs `seed` under `config` again, writing its schedule down.
+pub fn record(system: &Arc<dyn System>, seed: u64, config: &SimConfig) -> Result<RunOutcome, String> {
+    let options = RunOptions {
+        backend: config.backend,
+        config: Some(config.clone()),
+        record_schedule: true,
+        ..RunOptions::default()
+    };
+    run_seed(system, seed, &options)
+}
+
+/// A failing seed recorded and shrunk, or why it could not be.
+pub type ShrinkResult = Result<(RunOutcome, Shrunk), String>;
+
+/// Records and shrinks each failing `(seed, config)` of `system`, over `jobs` threads. Results
+/// come back in the order given; each is the recorded run and, if it still failed, its shrinking.
+pub fn shrink_all(
+    system: &Arc<dyn System>,
+    failures: &[(u64, SimConfig)],
+    jobs: usize,
+    runs_max: usize,
+) -> Vec<ShrinkResult> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<ShrinkResult>>> = Mutex::new(vec![None; failures.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, failures.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((seed, config)) = failures.get(index) else {
+                        return;
+                    };
+                    let result = record(system, *seed, config).and_then(|recorded| {
+                        let schedule = recorded.schedule.clone().ok_or("a recorded run has a schedule")?;
+                        let shrunk = shrink(system, *seed, config, &schedule, runs_max)?;
+                        Ok((recorded, shrunk))
+                    });
+                    results
+                        .lock()
+                        .expect("no shrinking thread panics holding the lock")[index] = Some(result);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("the threads are done")
+        .into_iter()
+        .map(|result| result.unwrap_or_else(|| Err("not shrunk".to_owned())))
+        .collect()
+}
