@@ -26,6 +26,7 @@
 //! - [`seed_file`]: the JSON file a failing seed is written to.
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
+//! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
 //! - [`cli`]: the command-line program.
 
 pub mod cli;
@@ -45,6 +46,7 @@ pub mod sim_env;
 pub mod sweep;
 pub mod system;
 pub mod systems;
+pub mod timeline;
 pub mod trace;
 pub mod view;
 pub mod world;
