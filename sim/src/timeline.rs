@@ -898,206 +898,246 @@ struct Reading {
     unreadable: Vec<String>,
     counts: BTreeMap<Kind, u64>,
     idle_steps: u64,
-    step_lines: u64,
     last_step: u64,
     last_time_ms: i64,
 }
 
 fn read_trace(lines: &[String], failure: Option<&Failure>) -> Reading {
     let parsed: Vec<TraceLine> = lines.iter().map(|line| parse_line(line)).collect();
-    let mut reading = Reading {
-        verdict: verdict_of(&parsed, failure),
-        ..Reading::default()
-    };
-    reading.evidence_names = reading
-        .verdict
-        .as_ref()
-        .map(|verdict| evidence_names(&verdict.evidence))
-        .unwrap_or_default();
-    for group in [
-        LaneGroup::Sender,
-        LaneGroup::Provider,
-        LaneGroup::Purge,
-        LaneGroup::Operator,
-    ] {
-        reading.lanes.insert(Lane::named(group), LaneInfo::default());
+    let mut reader = TraceReader::new(verdict_of(&parsed, failure));
+    for (line, parsed) in lines.iter().zip(parsed) {
+        reader.read(line, parsed);
     }
-    let failing_step = reading.verdict.as_ref().map(|verdict| verdict.step);
-    let mut state = ReadState::default();
-    let mut open_idle: BTreeMap<Lane, IdleRun> = BTreeMap::new();
-    let mut open_down: BTreeMap<Lane, usize> = BTreeMap::new();
-    let mut pauses: Vec<(Lane, usize, i64, String)> = Vec::new();
-    let mut previous = (0_u64, 0_i64);
-    for (line, parsed) in lines.iter().zip(&parsed) {
+    reader.finish()
+}
+
+/// Reads a trace line by line into a [`Reading`], keeping what one line needs of the earlier.
+struct TraceReader {
+    reading: Reading,
+    state: ReadState,
+    /// The failing step is never folded away, even when it looks idle.
+    failing_step: Option<u64>,
+    /// Per lane, the idle steps since its last column.
+    open_idle: BTreeMap<Lane, IdleRun>,
+    /// Per lane, the column of a crash not yet followed by a restart.
+    open_down: BTreeMap<Lane, usize>,
+    /// Pauses: lane, first column, virtual time they end, and the line that says so.
+    pauses: Vec<(Lane, usize, i64, String)>,
+    /// The step and time of the last line read, for a line that has neither.
+    previous: (u64, i64),
+}
+
+impl TraceReader {
+    fn new(verdict: Option<Verdict>) -> TraceReader {
+        let mut reading = Reading {
+            evidence_names: verdict
+                .as_ref()
+                .map(|verdict| evidence_names(&verdict.evidence))
+                .unwrap_or_default(),
+            verdict,
+            ..Reading::default()
+        };
+        // These lanes exist in every run, so an empty one says its process never acted.
+        for group in [
+            LaneGroup::Sender,
+            LaneGroup::Provider,
+            LaneGroup::Purge,
+            LaneGroup::Operator,
+        ] {
+            reading.lanes.insert(Lane::named(group), LaneInfo::default());
+        }
+        TraceReader {
+            failing_step: reading.verdict.as_ref().map(|verdict| verdict.step),
+            reading,
+            state: ReadState::default(),
+            open_idle: BTreeMap::new(),
+            open_down: BTreeMap::new(),
+            pauses: Vec::new(),
+            previous: (0, 0),
+        }
+    }
+
+    fn read(&mut self, line: &str, parsed: TraceLine) {
         let step_line = match parsed {
             TraceLine::Setup { settings } => {
-                reading.setup = Some(settings.clone());
-                add_setup_lanes(&mut reading.lanes, settings);
-                continue;
+                add_setup_lanes(&mut self.reading.lanes, &settings);
+                self.reading.setup = Some(settings);
+                return;
             }
-            TraceLine::Failed { .. } => continue,
+            // The failure is drawn from the verdict, on the column of its step.
+            TraceLine::Failed { .. } => return,
             TraceLine::Heal(step_line) => {
-                reading.heal_column = Some(reading.columns.len());
-                reading.columns.push(Column {
+                self.reading.heal_column = Some(self.reading.columns.len());
+                self.previous = (step_line.step, step_line.time_ms);
+                self.reading.columns.push(Column {
                     step: step_line.step,
                     time_ms: step_line.time_ms,
-                    text: line.clone(),
+                    text: line.to_owned(),
                     glyphs: Vec::new(),
                     links: Vec::new(),
                     kinds: BTreeSet::new(),
                     heal: true,
                     related: false,
                 });
-                previous = (step_line.step, step_line.time_ms);
-                continue;
+                return;
             }
-            TraceLine::Step(step_line) => step_line.clone(),
+            TraceLine::Step(step_line) => step_line,
             TraceLine::Unreadable => {
-                reading.unreadable.push(line.clone());
+                self.reading.unreadable.push(line.to_owned());
                 // Kept where it stood, as an "other" mark, so nothing in the trace goes missing.
-                StepLine {
-                    step: previous.0,
-                    time_ms: previous.1,
-                    actor: "?".to_owned(),
-                    action: line.clone(),
-                }
+                let mut facts = LineFacts::default();
+                facts.add(&Lane::named(LaneGroup::Other), Kind::Other, Tone::Neutral, line);
+                let (step, time_ms) = self.previous;
+                self.add_column(line, step, time_ms, "", facts);
+                return;
             }
         };
-        previous = (step_line.step, step_line.time_ms);
-        reading.step_lines += 1;
-        reading.last_step = reading.last_step.max(step_line.step);
-        reading.last_time_ms = reading.last_time_ms.max(step_line.time_ms);
-        let mut facts = if matches!(parsed, TraceLine::Unreadable) {
-            let mut facts = LineFacts::default();
-            facts.add(&Lane::named(LaneGroup::Other), Kind::Other, Tone::Neutral, line);
-            facts
+        self.previous = (step_line.step, step_line.time_ms);
+        let facts = read_step(&step_line, &mut self.state);
+        if facts.is_idle() && self.failing_step != Some(step_line.step) {
+            let home = lane_of(&step_line.actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
+            self.fold_idle(line, home, facts.failed_sql);
         } else {
-            read_step(&step_line, &mut state)
-        };
-        for fact in &facts.facts {
-            if let Some(lane) = lane_of(&step_line.actor).filter(|lane| *lane == fact.lane) {
-                note_incarnation(&mut reading.lanes, &lane, &step_line.actor);
-            }
-            reading.lanes.entry(fact.lane.clone()).or_default();
-            if fact.kind == Kind::Restart
-                && let Some(process) = fact.text.strip_prefix("restart as ")
-            {
-                note_incarnation(&mut reading.lanes, &fact.lane, process);
-            }
+            self.add_column(line, step_line.step, step_line.time_ms, &step_line.actor, facts);
         }
+    }
+
+    /// Adds an idle step to its lane's current idle run.
+    fn fold_idle(&mut self, line: &str, lane: Lane, failed_poll: bool) {
+        self.note_step(self.previous.0, self.previous.1);
+        self.reading.idle_steps += 1;
+        let gap = self.reading.columns.len();
+        let run = self.open_idle.entry(lane.clone()).or_insert_with(|| IdleRun {
+            lane,
+            first_gap: gap,
+            last_gap: gap,
+            first_line: line.to_owned(),
+            last_line: line.to_owned(),
+            steps: 0,
+            failed_polls: 0,
+        });
+        run.last_gap = gap;
+        run.last_line = line.to_owned();
+        run.steps += 1;
+        run.failed_polls += u64::from(failed_poll);
+    }
+
+    /// Gives a step that says something its column.
+    fn add_column(&mut self, line: &str, step: u64, time_ms: i64, actor: &str, mut facts: LineFacts) {
+        self.note_step(step, time_ms);
+        let column = self.reading.columns.len();
+        let home = lane_of(actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
         for link in &facts.links {
-            reading.lanes.entry(link.to.clone()).or_default();
-        }
-        let home = lane_of(&step_line.actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
-        if facts.is_idle() && failing_step != Some(step_line.step) {
-            reading.idle_steps += 1;
-            let gap = reading.columns.len();
-            let run = open_idle.entry(home.clone()).or_insert_with(|| IdleRun {
-                lane: home.clone(),
-                first_gap: gap,
-                last_gap: gap,
-                first_line: line.clone(),
-                last_line: line.clone(),
-                steps: 0,
-                failed_polls: 0,
-            });
-            run.last_gap = gap;
-            run.last_line = line.clone();
-            run.steps += 1;
-            run.failed_polls += u64::from(facts.failed_sql);
-            continue;
-        }
-        let column_index = reading.columns.len();
-        // An idle run ends where its lane does something worth a column.
-        for lane in facts.facts.iter().map(|fact| &fact.lane).collect::<BTreeSet<_>>() {
-            if let Some(run) = open_idle.remove(lane) {
-                reading.idle_runs.push(run);
-            }
+            self.reading.lanes.entry(link.to.clone()).or_default();
         }
         for fact in &facts.facts {
-            *reading.counts.entry(fact.kind).or_default() += 1;
-            match fact.kind {
-                Kind::Crash => {
-                    open_down.insert(fact.lane.clone(), column_index);
-                }
-                Kind::Restart => {
-                    if let Some(first_column) = open_down.remove(&fact.lane) {
-                        reading.bands.push(Band {
-                            lane: fact.lane.clone(),
-                            paused: false,
-                            first_column,
-                            last_column: Some(column_index),
-                            title: format!("{} is down from its crash to its restart", fact.lane.name),
-                        });
-                    }
-                }
-                _ => {}
+            self.reading.lanes.entry(fact.lane.clone()).or_default();
+            if fact.lane == home {
+                note_incarnation(&mut self.reading.lanes, &home, actor);
             }
-            let effect = fact.kind == Kind::Provider && fact.tone == Tone::Effect;
-            if fact.kind.is_key_moment() || effect {
-                reading.moments.push(Moment {
-                    column: column_index,
-                    lane: fact.lane.name.clone(),
-                    kind: if effect { Kind::Provider } else { fact.kind },
-                    text: if effect {
-                        format!("new effect: {}", fact.text)
-                    } else {
-                        fact.text.clone()
-                    },
-                });
+            // An idle run ends where its lane does something worth a column.
+            if let Some(run) = self.open_idle.remove(&fact.lane) {
+                self.reading.idle_runs.push(run);
             }
+            *self.reading.counts.entry(fact.kind).or_default() += 1;
+            self.note_fact(fact, column);
         }
         if let Some((lane, until_ms)) = facts.pause.take() {
-            pauses.push((lane, column_index, until_ms, step_line.action.clone()));
+            let what = line.to_owned();
+            self.pauses.push((lane, column, until_ms, what));
         }
-        let related = mentions_any(line, &reading.evidence_names);
-        reading.columns.push(Column {
-            step: step_line.step,
-            time_ms: step_line.time_ms,
-            text: line.clone(),
+        let related = mentions_any(line, &self.reading.evidence_names);
+        self.reading.columns.push(Column {
+            step,
+            time_ms,
+            text: line.to_owned(),
             glyphs: glyphs_of(&facts, &home),
-            links: facts.links,
             kinds: facts.facts.iter().map(|fact| fact.kind).collect(),
+            links: facts.links,
             heal: false,
             related,
         });
     }
-    reading.idle_runs.extend(open_idle.into_values());
-    reading
-        .idle_runs
-        .sort_by(|a, b| (a.first_gap, &a.lane).cmp(&(b.first_gap, &b.lane)));
-    for (lane, first_column) in open_down {
-        reading.bands.push(Band {
-            title: format!("{} is down from its crash to the end of the trace", lane.name),
-            lane,
-            paused: false,
-            first_column,
-            last_column: None,
-        });
+
+    fn note_step(&mut self, step: u64, time_ms: i64) {
+        self.reading.last_step = self.reading.last_step.max(step);
+        self.reading.last_time_ms = self.reading.last_time_ms.max(time_ms);
     }
-    for (lane, first_column, until_ms, what) in pauses {
-        let end = reading.columns[first_column..].partition_point(|column| column.time_ms < until_ms);
-        let last_column = first_column + end;
-        reading.bands.push(Band {
-            lane,
-            paused: true,
-            first_column,
-            last_column: (last_column < reading.columns.len()).then_some(last_column),
-            title: format!("a task is paused until {}: {what}", format_time_ms(until_ms)),
-        });
+
+    /// Records what a fact means beyond its mark: a lane going down or coming back, a key moment.
+    fn note_fact(&mut self, fact: &Fact, column: usize) {
+        match fact.kind {
+            Kind::Crash => {
+                self.open_down.insert(fact.lane.clone(), column);
+            }
+            Kind::Restart => {
+                if let Some(process) = fact.text.strip_prefix("restart as ") {
+                    note_incarnation(&mut self.reading.lanes, &fact.lane, process);
+                }
+                if let Some(first_column) = self.open_down.remove(&fact.lane) {
+                    self.reading.bands.push(Band {
+                        lane: fact.lane.clone(),
+                        paused: false,
+                        first_column,
+                        last_column: Some(column),
+                        title: format!("{} is down from its crash to its restart", fact.lane.name),
+                    });
+                }
+            }
+            _ => {}
+        }
+        let new_effect = fact.kind == Kind::Provider && fact.tone == Tone::Effect;
+        if fact.kind.is_key_moment() || new_effect {
+            let text = if new_effect {
+                format!("new effect: {}", fact.text)
+            } else {
+                fact.text.clone()
+            };
+            self.reading.moments.push(Moment {
+                column,
+                lane: fact.lane.name.clone(),
+                kind: fact.kind,
+                text,
+            });
+        }
     }
-    reading.failure_column = reading.verdict.as_ref().and_then(|verdict| {
-        let at_or_before = reading
-            .columns
-            .iter()
-            .rposition(|column| !column.heal && column.step <= verdict.step);
+
+    /// Closes what is still open at the end of the trace and finds the failing column.
+    fn finish(mut self) -> Reading {
+        let reading = &mut self.reading;
+        reading.idle_runs.extend(self.open_idle.into_values());
         reading
-            .columns
-            .iter()
-            .rposition(|column| !column.heal && column.step == verdict.step)
-            .or(at_or_before)
-    });
-    reading
+            .idle_runs
+            .sort_by(|a, b| (a.first_gap, &a.lane).cmp(&(b.first_gap, &b.lane)));
+        for (lane, first_column) in self.open_down {
+            reading.bands.push(Band {
+                title: format!("{} is down from its crash to the end of the trace", lane.name),
+                lane,
+                paused: false,
+                first_column,
+                last_column: None,
+            });
+        }
+        for (lane, first_column, until_ms, what) in self.pauses {
+            // A pause ends at a virtual time, so it ends at the first column at or after it.
+            let later = &reading.columns[first_column..];
+            let last_column = first_column + later.partition_point(|column| column.time_ms < until_ms);
+            reading.bands.push(Band {
+                lane,
+                paused: true,
+                first_column,
+                last_column: (last_column < reading.columns.len()).then_some(last_column),
+                title: format!("a task is paused until {}: {what}", format_time_ms(until_ms)),
+            });
+        }
+        reading.failure_column = reading.verdict.as_ref().and_then(|verdict| {
+            let steps = || reading.columns.iter().map(|column| (column.heal, column.step));
+            // The failing step's own column; a liveness verdict may name a step after the last.
+            let exact = steps().rposition(|(heal, step)| !heal && step == verdict.step);
+            exact.or_else(|| steps().rposition(|(heal, step)| !heal && step <= verdict.step))
+        });
+        self.reading
+    }
 }
 
 /// The failure to show: the caller's, or else the one the trace's `FAILED` line reports.
@@ -2075,7 +2115,11 @@ fn write_moments(page: &mut String, reading: &Reading) {
             (
                 moment.column,
                 moment.lane.clone(),
-                moment.kind.name().to_owned(),
+                // The provider's key moments are its new effects.
+                match moment.kind {
+                    Kind::Provider => "new-effect".to_owned(),
+                    kind => kind.name().to_owned(),
+                },
                 moment.text.clone(),
             )
         })
@@ -2819,6 +2863,31 @@ mod tests {
         let first = render("same", &lines, Some(&failure(3, "why")));
         assert_eq!(first, render("same", &lines, Some(&failure(3, "why"))));
         assert!(first.contains(">+2h00m</text>"), "a two-hour jump is labelled");
+    }
+
+    #[test]
+    fn degenerate_traces_still_render() {
+        let failure_after_everything = failure(99, "nothing to see");
+        let traces: Vec<Vec<String>> = vec![
+            Vec::new(),
+            vec![setup(0, 0)],
+            vec!["setup receivers=99999999999999999999999 relay-workers=-1".to_owned()],
+            vec!["not a line".to_owned(), "\u{0}\u{7f}".to_owned()],
+            vec![line(5, 10_000, "world", "heal: faults stop")],
+            vec![line(3, 9_000, "invariant", "FAILED")],
+            // Time that runs backwards, and a pause that never ends within the trace.
+            vec![
+                line(1, 5_000, "relay-1#1", "relay-1#1 pauses for 2d3h"),
+                line(2, 1_000, "relay-1#1", "crash relay-1#1: 0 tasks dropped"),
+                line(3, 0, "relay-1#1", "restart as relay-1#x"),
+            ],
+        ];
+        for trace in &traces {
+            for given in [None, Some(&failure_after_everything)] {
+                let page = render("odd", trace, given);
+                assert!(page.ends_with("</html>\n"), "{trace:?}");
+            }
+        }
     }
 
     #[test]

@@ -275,6 +275,20 @@ fn a_failing_seed_file_renders_in_a_browser_with_its_lanes_marks_and_failure() {
         "each call shows on the provider's lane"
     );
 
+    // The key moments below the chart list each crash, each new effect and the failure.
+    // (A `reply` repeats what the provider said; only the provider's acting is a new effect.)
+    let new_effects = steps_where(&trace, |remark| {
+        (remark.starts_with("call ") || remark.starts_with("provider finishes"))
+            && remark.contains("(new effect)")
+    });
+    assert!(new_effects > 0);
+    assert_eq!(dom.matches("<tr class=\"moment-crash\">").count(), crashes);
+    assert_eq!(
+        dom.matches("<tr class=\"moment-new-effect\">").count(),
+        new_effects
+    );
+    assert_eq!(dom.matches("<tr class=\"moment-failure\">").count(), 1);
+
     // Each mark carries its full trace line for hovering.
     let crash_line = trace
         .iter()
