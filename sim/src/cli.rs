@@ -186,6 +186,10 @@ struct ReplayArgs {
     /// it has one, else seed].
     #[arg(long, value_enum)]
     from: Option<ReplayFrom>,
+    /// Write the run as a self-contained HTML timeline to FILE: one lane per process, every
+    /// delivery, crash, commit and provider call, and the failing step with its evidence.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// A failure to carry out a command, reported with exit code 2.
@@ -684,6 +688,12 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
             "--from chooses which run of a seed file to replay; give the file, or drop --from when replaying --seed".to_owned(),
         ));
     }
+    // Checked before the run, so that a long replay does not end in a page it cannot write.
+    if let Some(path) = &args.html {
+        report::check_report_path(path).map_err(|why| report_path_error("--html", path, &why))?;
+    }
+    // The page is drawn from the trace, so --html keeps it even without --trace.
+    let keep_trace = args.trace || args.html.is_some();
     let (seed, system_name, options, file) = match (&args.file, args.seed) {
         (Some(path), _) => {
             let file = SeedFile::read(path).map_err(UsageError)?;
@@ -728,7 +738,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
             };
             let options = RunOptions {
                 backend: config.backend,
-                keep_trace: args.trace,
+                keep_trace,
                 config: Some(config),
                 schedule,
                 ..RunOptions::default()
@@ -739,7 +749,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
             let system = args.system.clone().unwrap_or_else(|| "reference".to_owned());
             let options = RunOptions {
                 backend: find_backend(&args.backend)?,
-                keep_trace: args.trace,
+                keep_trace,
                 config: None,
                 every_fault: args.all_faults,
                 ..RunOptions::default()
@@ -754,7 +764,9 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
     };
     let system = find_system(&system_name)?;
     let outcome = run_seed(&system, seed, &options).map_err(UsageError)?;
-    if let Some(lines) = &outcome.trace {
+    if args.trace
+        && let Some(lines) = &outcome.trace
+    {
         for line in lines {
             say!("{line}");
         }
@@ -778,6 +790,16 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
         outcome.steps,
         outcome.digest
     );
+    if let Some(path) = &args.html {
+        let title = match &args.file {
+            Some(file_path) => format!("{} seed {seed} ({})", system.name(), file_path.display()),
+            None => format!("{} seed {seed}", system.name()),
+        };
+        let lines = outcome.trace.as_deref().unwrap_or(&[]);
+        let page = crate::timeline::render(&title, lines, outcome.failure.as_ref());
+        report::write_atomically(path, &page).map_err(|why| report_path_error("--html", path, &why))?;
+        say!("replay: timeline written to {}", path.display());
+    }
     for line in &outcome.schedule_report {
         say!("replay: schedule: {line}");
     }

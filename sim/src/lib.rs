@@ -30,6 +30,7 @@
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
 //! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
+//! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
 //! - [`cli`]: the command-line program.
 
 pub mod cli;
@@ -53,6 +54,7 @@ pub mod strategy;
 pub mod sweep;
 pub mod system;
 pub mod systems;
+pub mod timeline;
 pub mod trace;
 pub mod view;
 pub mod world;

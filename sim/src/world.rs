@@ -879,14 +879,12 @@ impl World {
             };
             self.step_record.replies.push(record);
         }
-        match &reply {
-            Ok(reply) => {
-                let _ = write!(self.line, "reply {}", describe_reply(reply));
-            }
-            Err(error) => {
-                let _ = write!(self.line, "reply error: {error}");
-            }
-        }
+        let what = match &reply {
+            Ok(reply) => format!("reply {}", describe_reply(reply)),
+            Err(error) => format!("reply error: {error}"),
+        };
+        // A note, so that a fault noted earlier in the step stays a separate part of the line.
+        self.note(&what);
         reply
     }
 
