@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub schedule: Option<Schedule>,
     /// Write the run down as a schedule (scheduled runs always are).
     pub record_schedule: bool,
+    /// How far ahead a schedule's lines are matched (see [`crate::schedule::DEFAULT_LOOKAHEAD`]).
+    pub schedule_lookahead: usize,
 }
 
 impl Default for RunOptions {
@@ -59,6 +61,7 @@ impl Default for RunOptions {
             every_fault: false,
             schedule: None,
             record_schedule: false,
+            schedule_lookahead: crate::schedule::DEFAULT_LOOKAHEAD,
         }
     }
 }
@@ -113,7 +116,11 @@ pub fn run_seed(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Re
     let (workload, decider, shape) = match &options.schedule {
         Some(schedule) => {
             let workload = Workload::new(schedule.fixtures.clone(), schedule.events.clone());
-            (workload, Decider::scheduled(&schedule.steps), false)
+            (
+                workload,
+                Decider::scheduled(&schedule.steps, options.schedule_lookahead),
+                false,
+            )
         }
         None => (
             Workload::draw(seed, &config),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::config::SimConfig;
 use crate::run::{Failure, RunOptions, RunOutcome, run_seed};
-use crate::schedule::{Schedule, StepLine, is_fault_kind};
+use crate::schedule::{DEFAULT_LOOKAHEAD, Schedule, StepLine, is_fault_kind};
 use crate::system::System;
 
 /// A run as the shrinker sees it: configuration, schedule, and what it did.
@@ -113,21 +113,14 @@ pub fn shrink(
         best: original.clone(),
         runs: 0,
         runs_max,
+        lookahead: DEFAULT_LOOKAHEAD,
     };
-    loop {
-        let before = shrinker.best.size();
-        // Cheapest and biggest cuts first: whole events and processes take many steps with them.
-        shrinker.drop_events();
-        shrinker.reduce_processes();
-        shrinker.drop_unused_fixtures();
-        shrinker.drop_fault_choices();
-        shrinker.simplify_events();
-        shrinker.reduce_fault_models();
-        shrinker.truncate_step_lines();
-        shrinker.drop_step_lines();
-        if shrinker.best.size() >= before || shrinker.exhausted() {
-            break;
-        }
+    // Edited schedules replay differently with another look-ahead, and no one distance suits
+    // every run; each round starts from the best found so far (a full record, which replays the
+    // same with any look-ahead) and tries again with the next distance.
+    for lookahead in [DEFAULT_LOOKAHEAD, 64, 8] {
+        shrinker.lookahead = lookahead;
+        shrinker.shrink_until_stuck();
     }
     Ok(Shrunk {
         original,
@@ -172,9 +165,31 @@ struct Shrinker<'a> {
     best: Candidate,
     runs: usize,
     runs_max: usize,
+    /// The look-ahead candidates are replayed with.
+    lookahead: usize,
 }
 
 impl Shrinker<'_> {
+    /// Runs every pass, again and again, until a round makes the run no smaller.
+    fn shrink_until_stuck(&mut self) {
+        loop {
+            let before = self.best.size();
+            // Cheapest and biggest cuts first: whole events and processes take many steps with
+            // them.
+            self.drop_events();
+            self.reduce_processes();
+            self.drop_unused_fixtures();
+            self.drop_fault_choices();
+            self.simplify_events();
+            self.reduce_fault_models();
+            self.truncate_step_lines();
+            self.drop_step_lines();
+            if self.best.size() >= before || self.exhausted() {
+                return;
+            }
+        }
+    }
+
     fn exhausted(&self) -> bool {
         self.runs >= self.runs_max
     }
@@ -185,7 +200,14 @@ impl Shrinker<'_> {
             return false;
         }
         self.runs += 1;
-        let Ok(outcome) = replay(self.system, self.seed, &config, &schedule) else {
+        let options = RunOptions {
+            backend: config.backend,
+            config: Some(config.clone()),
+            schedule: Some(schedule),
+            schedule_lookahead: self.lookahead,
+            ..RunOptions::default()
+        };
+        let Ok(outcome) = run_seed(self.system, self.seed, &options) else {
             return false;
         };
         let Some(failure) = outcome.failure.clone() else {
@@ -204,8 +226,9 @@ impl Shrinker<'_> {
         true
     }
 
-    /// Removes workload events one at a time, latest first: with the sender's step lines that
-    /// name the event, and failing that, leaving the lines to be skipped.
+    /// Removes workload events one at a time, latest first: with the step lines that name the
+    /// event (the sender's, and its handlers', which carry `@account/event`) and the relay's
+    /// lines for its order, and failing that, leaving the lines to be skipped.
     fn drop_events(&mut self) {
         let mut index = self.best.schedule.events.len();
         while index > 0 && !self.exhausted() {
@@ -214,10 +237,19 @@ impl Shrinker<'_> {
                 continue;
             };
             let name = format!("{}/{}", event.account, event.event_id);
+            let order = format!("{}/{}/", event.tenant, event.order);
             let mut schedule = self.best.schedule.clone();
             schedule.events.remove(index);
+            // The relay's lines for the order go too, once no remaining event is about it.
+            let order_left = schedule
+                .events
+                .iter()
+                .any(|other| other.tenant == event.tenant && other.order == event.order);
             let mut without_lines = schedule.clone();
-            without_lines.steps.retain(|line| !names_event(line, &name));
+            without_lines.steps.retain(|line| {
+                !names_event(line, &name)
+                    && (order_left || !line.split('|').next().unwrap_or("").contains(&order))
+            });
             if without_lines.steps.len() < schedule.steps.len()
                 && self.try_candidate(self.best.config.clone(), without_lines)
             {

@@ -358,11 +358,20 @@ impl World {
                     PendingOp::Wake => "wake",
                     PendingOp::Answer => "answer",
                 };
-                if state.pending_detail.is_empty() {
-                    format!("{} {op}", state.process_id)
-                } else {
-                    format!("{} {op} {}", state.process_id, state.pending_detail)
+                let mut label = format!("{} {op}", state.process_id);
+                if !state.pending_detail.is_empty() {
+                    label.push(' ');
+                    label.push_str(&state.pending_detail);
                 }
+                // A handler's steps name the event it handles, so that removing an event from a
+                // schedule can take the handler's lines with it.
+                if let TaskKind::Handler {
+                    account, event_id, ..
+                } = &state.kind
+                {
+                    label.push_str(&format!(" @{account}/{event_id}"));
+                }
+                label
             }
             Item::Event(event) => match &self.events[&event] {
                 WorldEvent::Emit { event } => format!("sender emit {}", self.event_name(*event)),
@@ -371,7 +380,18 @@ impl World {
                     format!("sender timeout {} #{attempt}", self.stream_name(*stream))
                 }
                 WorldEvent::Extra { stream, .. } => format!("sender extra {}", self.stream_name(*stream)),
-                WorldEvent::SendAnswer { process, .. } => format!("{} answer", self.processes[*process].id),
+                WorldEvent::SendAnswer {
+                    process, delivery, ..
+                } => match delivery {
+                    Some(delivery) => {
+                        format!(
+                            "{} answer @{}",
+                            self.processes[*process].id,
+                            self.stream_name(delivery.stream)
+                        )
+                    }
+                    None => format!("{} answer", self.processes[*process].id),
+                },
                 WorldEvent::AnswerArrives { delivery, .. } => {
                     format!("sender answer {}", self.stream_name(delivery.stream))
                 }
