@@ -25,7 +25,7 @@ pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 /// What a process can do to the world. See the module documentation.
 ///
 /// `execute`, `query`, `sleep_ms` and `call_provider` are scheduling points. `now_ms`,
-/// `process_id` and `log` are not: they touch no shared state, so an interleaving there could
+/// `process_id`, `log` and `setting` are not: they touch no shared state, so an interleaving there could
 /// not be told apart from one at the next awaited call.
 pub trait Env {
     /// The identity of this incarnation of the process, such as `relay-2#3` (the third start of
@@ -59,6 +59,11 @@ pub trait Env {
 
     /// Records a line of the process's own log (it appears in the simulation trace).
     fn log(&self, message: &str);
+
+    /// A value of the process's configuration, such as the secrets that verify one endpoint's
+    /// webhooks (see [`crate::receiver::ReceiverSettings`]): what a deployment reads from its
+    /// environment or a configuration file at start-up. Not a scheduling point: it is in memory.
+    fn setting(&self, name: &str) -> Option<String>;
 }
 
 /// Why a statement failed, reduced to what the code under test must decide on.

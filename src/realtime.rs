@@ -8,6 +8,7 @@
 //! the only module of the crate that may read the wall clock or block the thread.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::pin::pin;
@@ -31,6 +32,7 @@ pub struct RealEnv {
     process_id: String,
     provider: Box<dyn ProviderClient>,
     log: RefCell<Vec<String>>,
+    settings: BTreeMap<String, String>,
 }
 
 impl RealEnv {
@@ -50,7 +52,14 @@ impl RealEnv {
             process_id: process_id.to_owned(),
             provider,
             log: RefCell::new(Vec::new()),
+            settings: BTreeMap::new(),
         })
+    }
+
+    /// The same process with its configuration: each `(name, value)` answers [`Env::setting`].
+    pub fn with_settings(mut self, settings: impl IntoIterator<Item = (String, String)>) -> RealEnv {
+        self.settings.extend(settings);
+        self
     }
 
     /// The lines this process logged, oldest first.
@@ -121,6 +130,10 @@ impl Env for RealEnv {
 
     fn log(&self, message: &str) {
         self.log.borrow_mut().push(message.to_owned());
+    }
+
+    fn setting(&self, name: &str) -> Option<String> {
+        self.settings.get(name).cloned()
     }
 }
 

@@ -11,6 +11,12 @@
 //! - `order.cancelled`: `awaiting_payment -> cancelled`;
 //! - `order.updated`: the amount, only if the update was created after the one that set it.
 //!
+//! Before any of that, and before it touches the database, it authenticates the delivery
+//! ([`authenticate`]): the body must fit the size limit, carry a Standard Webhooks signature made
+//! with one of the secrets configured for the endpoint it was posted to, within the timestamp
+//! tolerance, parse as a valid event, and name the endpoint's own account. What fails is refused
+//! with a permanent answer (401, 403, 413 or 422) and leaves no trace in the database.
+//!
 //! It answers success only after COMMIT returned, answers success for duplicates, answers "retry
 //! later" when the database is busy or anything fails before the commit, and rejects what it can
 //! never apply (unknown account or order, unreadable or invalid body, an event id reused with a
@@ -26,6 +32,7 @@ use sha2::{Digest, Sha256};
 use crate::env::{DbError, Env, Value, int, text};
 use crate::planted::PlantedBug;
 use crate::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
+use crate::signature::{self, SigningSecret, VerifyError, WebhookHeaders};
 
 /// A payment captured: the order is paid and a shipment is owed.
 pub const PAYMENT_SUCCEEDED: &str = "payment.succeeded";
@@ -39,12 +46,119 @@ pub const ORDER_UPDATED: &str = "order.updated";
 /// One HTTP request from the sender.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookDelivery {
-    /// The `webhook-id` header: stable across every retry of one event to one subscription.
-    pub webhook_id: String,
-    /// The `webhook-timestamp` header, in seconds; refreshed on every attempt.
-    pub timestamp_s: i64,
-    /// The raw JSON body.
-    pub body: String,
+    /// The account whose endpoint the request was posted to (`/webhooks/<account>`). It picks the
+    /// secrets that verify the request, and a verified event must name this account: the body is
+    /// the sender's to write, the endpoint's secret is not.
+    pub endpoint: String,
+    /// The Standard Webhooks headers as they arrived: `webhook-id` (stable across every retry of
+    /// one event to one subscription), `webhook-timestamp` (refreshed on every attempt) and
+    /// `webhook-signature`.
+    pub headers: WebhookHeaders,
+    /// The raw body, byte for byte: the signature is over these bytes, not over a re-encoding.
+    pub body: Vec<u8>,
+}
+
+/// The configuration value naming the secrets of one endpoint: this prefix and the account, with
+/// the `whsec_` secrets separated by spaces (several during a rotation).
+pub const SECRETS_SETTING_PREFIX: &str = "webhook-secrets/";
+/// The configuration value with the timestamp tolerance in seconds.
+pub const TOLERANCE_SETTING: &str = "webhook-tolerance-s";
+/// The configuration value with the largest body accepted, in bytes.
+pub const BODY_BYTES_MAX_SETTING: &str = "webhook-body-bytes-max";
+/// The largest body accepted unless configured otherwise: events here are a few hundred bytes, and
+/// a bound keeps a hostile sender from making the receiver hash or parse megabytes.
+pub const DEFAULT_BODY_BYTES_MAX: usize = 64 * 1024;
+/// The longest id, account or order name an event may carry.
+pub const NAME_CHARS_MAX: usize = 128;
+/// The largest amount an event may carry: ten billion in minor units.
+pub const AMOUNT_CENTS_MAX: i64 = 1_000_000_000_000;
+
+/// The name of the setting that holds `account`'s endpoint secrets.
+pub fn secrets_setting(account: &str) -> String {
+    format!("{SECRETS_SETTING_PREFIX}{account}")
+}
+
+/// How one endpoint verifies deliveries, read from the process's configuration.
+#[derive(Debug, Clone)]
+pub struct ReceiverSettings {
+    /// Every secret that may sign a delivery to this endpoint; empty for an unknown endpoint.
+    pub secrets: Vec<SigningSecret>,
+    pub tolerance_s: i64,
+    pub body_bytes_max: usize,
+}
+
+impl ReceiverSettings {
+    /// Reads the settings of the endpoint of `account`. An `Err` is a configuration mistake (a
+    /// secret that does not parse, a tolerance that is not a number): the receiver cannot tell
+    /// genuine deliveries from forged ones until it is fixed.
+    pub fn for_endpoint(env: &dyn Env, account: &str) -> Result<ReceiverSettings, String> {
+        let secrets = match env.setting(&secrets_setting(account)) {
+            Some(text) => text
+                .split_whitespace()
+                .map(|secret| {
+                    SigningSecret::parse(secret)
+                        .map_err(|error| format!("{}: {error}", secrets_setting(account)))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let number = |name: &str, default: i64| -> Result<i64, String> {
+            match env.setting(name) {
+                Some(text) => text
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|value| *value >= 0)
+                    .ok_or_else(|| format!("{name} is {text:?}; it must be a whole number, zero or more")),
+                None => Ok(default),
+            }
+        };
+        Ok(ReceiverSettings {
+            secrets,
+            tolerance_s: number(TOLERANCE_SETTING, signature::DEFAULT_TOLERANCE_S)?,
+            body_bytes_max: usize::try_from(number(BODY_BYTES_MAX_SETTING, DEFAULT_BODY_BYTES_MAX as i64)?)
+                .unwrap_or(DEFAULT_BODY_BYTES_MAX),
+        })
+    }
+}
+
+/// Decides whether a delivery may touch the database at all, before it does: the body fits, the
+/// signature verifies against the endpoint's secrets within the tolerance, the body is a valid
+/// event, and the event names the endpoint's account. Returns the event, or the answer refusing
+/// the delivery. Runs no statement, so a refused delivery changes nothing whatever happens.
+pub fn authenticate(env: &dyn Env, delivery: &WebhookDelivery) -> Result<WebhookEvent, Answer> {
+    let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
+        .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
+    if delivery.body.len() > settings.body_bytes_max {
+        return Err(Answer::TooLarge(format!(
+            "body of {} bytes exceeds the limit of {} bytes",
+            delivery.body.len(),
+            settings.body_bytes_max
+        )));
+    }
+    let now_s = env.now_ms().div_euclid(1_000);
+    signature::verify(
+        &settings.secrets,
+        &delivery.headers,
+        &delivery.body,
+        now_s,
+        settings.tolerance_s,
+    )
+    .map_err(|error| match error {
+        VerifyError::NoSecrets => Answer::Unauthorized(format!(
+            "no signing secret is configured for the endpoint of account {:?}",
+            delivery.endpoint
+        )),
+        other => Answer::Unauthorized(other.to_string()),
+    })?;
+    let event = WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected)?;
+    if event.account != delivery.endpoint {
+        return Err(Answer::Forbidden(format!(
+            "event names account {:?} but was posted to the endpoint of account {:?}",
+            event.account, delivery.endpoint
+        )));
+    }
+    Ok(event)
 }
 
 /// The event inside a delivery's body.
@@ -66,10 +180,38 @@ pub struct WebhookEvent {
 impl WebhookEvent {
     /// Parses and validates a body: known type, non-empty ids, an amount where one is needed.
     pub fn parse(body: &str) -> Result<WebhookEvent, String> {
+        WebhookEvent::parse_bytes(body.as_bytes())
+    }
+
+    /// Parses and validates a raw body: JSON in UTF-8, a known type, ids and names that are
+    /// neither empty nor longer than [`NAME_CHARS_MAX`] nor hold control characters, a positive
+    /// amount no larger than [`AMOUNT_CENTS_MAX`] where one is needed, a creation time not before
+    /// the epoch.
+    pub fn parse_bytes(body: &[u8]) -> Result<WebhookEvent, String> {
         let event: WebhookEvent =
-            serde_json::from_str(body).map_err(|error| format!("malformed event body: {error}"))?;
+            serde_json::from_slice(body).map_err(|error| format!("malformed event body: {error}"))?;
         if event.id.is_empty() || event.account.is_empty() || event.order.is_empty() {
             return Err("event id, account and order must not be empty".to_owned());
+        }
+        for (field, value) in [
+            ("id", &event.id),
+            ("account", &event.account),
+            ("order", &event.order),
+        ] {
+            if value.chars().count() > NAME_CHARS_MAX {
+                return Err(format!(
+                    "event {field} is longer than {NAME_CHARS_MAX} characters"
+                ));
+            }
+            if value.chars().any(char::is_control) {
+                return Err(format!("event {field} holds a control character"));
+            }
+        }
+        if event.created_ms < 0 {
+            return Err("event created_ms is before the epoch".to_owned());
+        }
+        if event.amount_cents.is_some_and(|amount| amount > AMOUNT_CENTS_MAX) {
+            return Err(format!("amount_cents is above {AMOUNT_CENTS_MAX}"));
         }
         let needs_amount = event.kind == PAYMENT_SUCCEEDED || event.kind == ORDER_UPDATED;
         match event.kind.as_str() {
@@ -90,8 +232,16 @@ pub enum Answer {
     Success(SuccessKind),
     /// 503: nothing was committed; the sender should retry.
     RetryLater(String),
-    /// 4xx: the event can never be applied; nothing was committed.
+    /// 422: the event can never be applied; nothing was committed.
     Rejected(String),
+    /// 401: the delivery is not verifiably from the sender (signature, timestamp, headers, or no
+    /// secret for its endpoint); the database was not touched.
+    Unauthorized(String),
+    /// 403: verified, but the event names another account than the endpoint's; the database was
+    /// not touched.
+    Forbidden(String),
+    /// 413: the body is over the size limit; it was neither verified nor read.
+    TooLarge(String),
 }
 
 /// Which kind of success, for the trace.
@@ -112,11 +262,30 @@ impl Answer {
             Answer::Success(_) => 200,
             Answer::RetryLater(_) => 503,
             Answer::Rejected(_) => 422,
+            Answer::Unauthorized(_) => 401,
+            Answer::Forbidden(_) => 403,
+            Answer::TooLarge(_) => 413,
         }
     }
 
     pub fn is_success(&self) -> bool {
         matches!(self, Answer::Success(_))
+    }
+
+    /// A 4xx: the delivery will never succeed as it is, so retrying it is pointless.
+    pub fn is_permanent_failure(&self) -> bool {
+        matches!(
+            self,
+            Answer::Rejected(_) | Answer::Unauthorized(_) | Answer::Forbidden(_) | Answer::TooLarge(_)
+        )
+    }
+
+    /// Refused before the database: not authenticated, not authorized, or too large.
+    pub fn is_refused_at_the_door(&self) -> bool {
+        matches!(
+            self,
+            Answer::Unauthorized(_) | Answer::Forbidden(_) | Answer::TooLarge(_)
+        )
     }
 }
 
@@ -126,6 +295,9 @@ impl std::fmt::Display for Answer {
             Answer::Success(kind) => write!(f, "200 {kind:?}"),
             Answer::RetryLater(reason) => write!(f, "503 {reason}"),
             Answer::Rejected(reason) => write!(f, "422 {reason}"),
+            Answer::Unauthorized(reason) => write!(f, "401 {reason}"),
+            Answer::Forbidden(reason) => write!(f, "403 {reason}"),
+            Answer::TooLarge(reason) => write!(f, "413 {reason}"),
         }
     }
 }
@@ -141,8 +313,8 @@ enum Decision {
 type Deferred = Option<(String, String)>;
 
 /// A hex digest of the raw body, stored with the receipt to notice a reused event id.
-pub fn body_digest(body: &str) -> String {
-    Sha256::digest(body.as_bytes())[..16]
+pub fn body_digest(body: &[u8]) -> String {
+    Sha256::digest(body)[..16]
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
@@ -150,9 +322,9 @@ pub fn body_digest(body: &str) -> String {
 
 /// Handles one delivery. `planted_bug` is `None` in production.
 pub async fn receive(env: &dyn Env, delivery: &WebhookDelivery, planted_bug: Option<PlantedBug>) -> Answer {
-    let event = match WebhookEvent::parse(&delivery.body) {
+    let event = match authenticate(env, delivery) {
         Ok(event) => event,
-        Err(reason) => return Answer::Rejected(reason),
+        Err(answer) => return answer,
     };
     let digest = body_digest(&delivery.body);
     match planted_bug {
@@ -200,7 +372,7 @@ async fn record_receipt(
     }
     if planted_bug == Some(PlantedBug::PerDeliveryDedupKey) {
         // PLANTED BUG per-delivery-dedup-key: the attempt's timestamp makes every retry "new".
-        let delivery_id = format!("{}@{}", delivery.webhook_id, delivery.timestamp_s);
+        let delivery_id = format!("{}@{}", delivery.headers.id, delivery.headers.timestamp);
         let inserted = env
             .execute(
                 "INSERT INTO receipts (account, event_id, received_ms, body_digest, delivery_id) \
@@ -576,8 +748,8 @@ mod tests {
 
     #[test]
     fn digests_tell_bodies_apart() {
-        assert_eq!(body_digest("a"), body_digest("a"));
-        assert_ne!(body_digest("a"), body_digest("b"));
-        assert_eq!(body_digest("a").len(), 32);
+        assert_eq!(body_digest(b"a"), body_digest(b"a"));
+        assert_ne!(body_digest(b"a"), body_digest(b"b"));
+        assert_eq!(body_digest(b"a").len(), 32);
     }
 }

@@ -11,8 +11,9 @@ use std::time::Duration;
 use commitgap::env::{Env, int, text};
 use commitgap::provider::{CallError, ProviderReply, ProviderRequest};
 use commitgap::realtime::{ProviderClient, RealEnv, block_on, create_database};
-use commitgap::receiver::{Answer, SuccessKind, WebhookDelivery, receive};
+use commitgap::receiver::{Answer, SuccessKind, WebhookDelivery, receive, secrets_setting};
 use commitgap::schema::{INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL};
+use commitgap::signature::{SigningSecret, WebhookHeaders, sign};
 
 /// The receiver never calls the provider; this client proves it.
 struct NoProvider;
@@ -47,8 +48,15 @@ impl Drop for TempDatabase {
     }
 }
 
+/// The endpoint secret of `account-a`, as a deployment would configure it.
+fn secret() -> SigningSecret {
+    SigningSecret::from_bytes(b"the endpoint secret of account-a, 32b")
+}
+
 fn open(path: &Path, process_id: &str) -> RealEnv {
-    RealEnv::open(path, process_id, Duration::from_secs(10), Box::new(NoProvider)).unwrap()
+    RealEnv::open(path, process_id, Duration::from_secs(10), Box::new(NoProvider))
+        .unwrap()
+        .with_settings([(secrets_setting("account-a"), secret().to_string())])
 }
 
 fn count(env: &RealEnv, sql: &str) -> i64 {
@@ -68,10 +76,20 @@ fn sixteen_threads_delivering_one_event_leave_one_receipt_and_one_obligation() {
     ))
     .unwrap();
 
+    let body = br#"{"id":"evt-17","type":"payment.succeeded","account":"account-a","order":"order-1","amount_cents":1250,"created_ms":0}"#.to_vec();
+    // Signed now by the wall clock, as the real receiver checks it against its own.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let delivery = WebhookDelivery {
-        webhook_id: "msg_evt-17".into(),
-        timestamp_s: 0,
-        body: r#"{"id":"evt-17","type":"payment.succeeded","account":"account-a","order":"order-1","amount_cents":1250,"created_ms":0}"#.into(),
+        endpoint: "account-a".into(),
+        headers: WebhookHeaders {
+            id: "msg_evt-17".into(),
+            timestamp: now_s.to_string(),
+            signature: sign(&secret(), "msg_evt-17", now_s, &body),
+        },
+        body,
     };
     let start = Arc::new(Barrier::new(16));
     let threads: Vec<_> = (0..16)

@@ -15,6 +15,7 @@ use commitgap::env::{DbError, Env, LocalBoxFuture, Value, int, text};
 use commitgap::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
 use commitgap::receiver::{
     Answer, CHARGE_REFUNDED, ORDER_CANCELLED, PAYMENT_SUCCEEDED, SuccessKind, WebhookDelivery, WebhookEvent,
+    authenticate,
 };
 use commitgap::relay::RelaySettings;
 use commitgap_sim::system::{
@@ -74,9 +75,11 @@ impl System for ShopSystem {
     ) -> LocalBoxFuture<'static, Answer> {
         let inbox_first = self.receipt_in_own_transaction;
         Box::pin(async move {
-            let event = match WebhookEvent::parse(&delivery.body) {
+            // The library's door check: size, signature against the endpoint's secrets from
+            // the process's configuration, timestamp, a valid event for the endpoint's account.
+            let event = match authenticate(&*env, &delivery) {
                 Ok(event) => event,
-                Err(reason) => return Answer::Rejected(reason),
+                Err(refusal) => return refusal,
             };
             match accept(&*env, &event, inbox_first).await {
                 Ok(answer) => answer,

@@ -15,6 +15,7 @@
 //! - [`db`]: the shared SQLite database, per-process connections, committed-change capture.
 //! - [`view`]: the committed rows, decoded and indexed for the invariants.
 //! - [`sender`]: the upstream webhook sender and its retry presets.
+//! - [`signing`]: the endpoints' secrets and deliveries signed as a real sender signs them.
 //! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
 //! - [`faults`]: the fault models, one file each, and their registry.
 //! - [`invariants`]: the invariants, one file each, and their registry.
@@ -49,6 +50,7 @@ pub mod schedule;
 pub mod seed_file;
 pub mod sender;
 pub mod shrink;
+pub mod signing;
 pub mod sim_env;
 pub mod strategy;
 pub mod sweep;

@@ -31,7 +31,9 @@ use crate::schedule::{Decider, Schedule};
 use crate::sim_env::SimEnv;
 use crate::system::{ObservedRow, OrderStatus, System};
 use crate::trace::format_time_ms;
-use crate::world::{DeliveryKind, DeliveryRef, Item, Process, Route, TaskId, TaskKind, World, WorldEvent};
+use crate::world::{
+    DeliveryKind, DeliveryRef, Item, Origin, Process, Route, TaskId, TaskKind, World, WorldEvent,
+};
 
 /// How to run a seed.
 #[derive(Debug, Clone)]
@@ -592,6 +594,7 @@ impl Simulation {
         account: String,
         event_id: String,
         delivery: Option<DeliveryRef>,
+        origin: Origin,
     ) -> Result<TaskId, String> {
         let system = Arc::clone(&self.system);
         let world = Rc::clone(&self.world);
@@ -600,6 +603,7 @@ impl Simulation {
             delivery,
             account,
             event_id,
+            origin,
         };
         self.spawn(process, kind, move |env, task| {
             let handling = system.handle_delivery(Rc::clone(&env), webhook);
@@ -614,17 +618,26 @@ impl Simulation {
         })
     }
 
-    /// The webhook the sender delivers for `stream` now.
-    fn webhook_for(&self, stream: usize) -> (WebhookDelivery, String, String) {
+    /// The webhook the sender delivers for `stream` now: signed with the endpoint's current
+    /// secret and stamped with the sender's clock, which a fault may have set wrong.
+    pub(crate) fn webhook_for(&self, stream: usize) -> (WebhookDelivery, String, String, Origin) {
         let world = self.world.borrow();
         let record = world.sender.stream(stream);
         let event = &world.workload.events[record.event];
-        let webhook = WebhookDelivery {
-            webhook_id: format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription),
-            timestamp_s: world.now_ms / 1_000,
-            body: event.body(),
-        };
-        (webhook, event.account.clone(), event.event_id.clone())
+        let timestamp_s = (world.now_ms + world.sender_clock_offset_ms).div_euclid(1_000);
+        let webhook = crate::signing::signed_delivery(
+            &event.account,
+            &format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription),
+            timestamp_s,
+            event.body().into_bytes(),
+            crate::signing::CURRENT_GENERATION,
+        );
+        (
+            webhook,
+            event.account.clone(),
+            event.event_id.clone(),
+            Origin::Sender { timestamp_s },
+        )
     }
 
     fn handle_event(&mut self, event: crate::world::EventId) -> Result<(), String> {
@@ -878,7 +891,7 @@ impl Simulation {
         kind: DeliveryKind,
         label: &str,
     ) -> Result<(), String> {
-        let (webhook, account, event_id) = self.webhook_for(stream);
+        let (webhook, account, event_id, origin) = self.webhook_for(stream);
         let receiver = {
             let mut world = self.world.borrow_mut();
             let now_ms = world.now_ms;
@@ -916,7 +929,7 @@ impl Simulation {
             attempt,
             kind,
         };
-        self.spawn_handler(receiver, webhook, account, event_id, Some(delivery))?;
+        self.spawn_handler(receiver, webhook, account, event_id, Some(delivery), origin)?;
         Ok(())
     }
 
@@ -932,10 +945,16 @@ impl Simulation {
             ));
         }
         let commits = std::mem::take(&mut world.step_commits);
-        for (process_id, changes) in commits {
-            let diffs = world.view.apply(&*self.system, &world.observed_tables, changes)?;
-            record_history(&mut world.history, &process_id, &diffs);
-            world.step_record.commits.push(CommitRecord { process_id, diffs });
+        for commit in commits {
+            let diffs = world
+                .view
+                .apply(&*self.system, &world.observed_tables, commit.changes)?;
+            record_history(&mut world.history, &commit.process_id, &diffs);
+            world.step_record.commits.push(CommitRecord {
+                process_id: commit.process_id,
+                hostile: commit.hostile,
+                diffs,
+            });
         }
         let failure = if world.step_record.is_empty() {
             None

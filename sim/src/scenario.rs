@@ -23,7 +23,7 @@ use crate::rng::Ratio;
 use crate::run::{Failure, Simulation, StepOutcome};
 use crate::sender::SenderPreset;
 use crate::system::{Fixtures, System};
-use crate::world::{Item, TaskId, TaskKind};
+use crate::world::{Item, Origin, TaskId, TaskKind};
 
 /// The shape of a scenario's world.
 #[derive(Debug, Clone)]
@@ -133,15 +133,42 @@ impl Scenario {
         event_id: &str,
         body: &str,
     ) -> Result<Task, String> {
+        let timestamp_s = self.now_ms().div_euclid(1_000);
+        let webhook = crate::signing::signed_delivery(
+            account,
+            &format!("msg_{account}_{event_id}"),
+            timestamp_s,
+            body.as_bytes().to_vec(),
+            crate::signing::CURRENT_GENERATION,
+        );
+        self.deliver_webhook(
+            receiver,
+            webhook,
+            account,
+            event_id,
+            Origin::Sender { timestamp_s },
+        )
+    }
+
+    /// Starts one delivery of an arbitrary request at receiver `receiver`: headers, endpoint and
+    /// body as given (for attacks), judged by the invariants as coming from `origin`.
+    pub fn deliver_webhook(
+        &mut self,
+        receiver: u32,
+        webhook: WebhookDelivery,
+        account: &str,
+        event_id: &str,
+        origin: Origin,
+    ) -> Result<Task, String> {
         let process = self.process(&format!("receiver-{receiver}"))?;
-        let webhook = WebhookDelivery {
-            webhook_id: format!("msg_{account}_{event_id}"),
-            timestamp_s: self.now_ms() / 1_000,
-            body: body.to_owned(),
-        };
-        let task =
-            self.simulation
-                .spawn_handler(process, webhook, account.to_owned(), event_id.to_owned(), None)?;
+        let task = self.simulation.spawn_handler(
+            process,
+            webhook,
+            account.to_owned(),
+            event_id.to_owned(),
+            None,
+            origin,
+        )?;
         Ok(Task(task))
     }
 
@@ -157,7 +184,10 @@ impl Scenario {
         for round in 1..=rounds_max {
             let mut tasks = Vec::new();
             for (index, &(receiver, event_id)) in deliveries.iter().enumerate() {
-                if !matches!(answers[index], Some(Answer::Success(_) | Answer::Rejected(_))) {
+                if !answers[index]
+                    .as_ref()
+                    .is_some_and(|answer| answer.is_success() || answer.is_permanent_failure())
+                {
                     tasks.push((index, self.deliver(receiver, event_id)?));
                 }
             }
@@ -165,10 +195,11 @@ impl Scenario {
             for (index, task) in tasks {
                 answers[index] = self.answer(task);
             }
-            if answers
-                .iter()
-                .all(|answer| matches!(answer, Some(Answer::Success(_) | Answer::Rejected(_))))
-            {
+            if answers.iter().all(|answer| {
+                answer
+                    .as_ref()
+                    .is_some_and(|answer| answer.is_success() || answer.is_permanent_failure())
+            }) {
                 return Ok((answers.into_iter().map(Option::unwrap).collect(), round));
             }
         }

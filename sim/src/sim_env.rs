@@ -229,4 +229,8 @@ impl Env for SimEnv {
     fn log(&self, message: &str) {
         self.world.borrow_mut().note(&format!("log: {message}"));
     }
+
+    fn setting(&self, name: &str) -> Option<String> {
+        self.world.borrow().settings.get(name).cloned()
+    }
 }

@@ -79,15 +79,35 @@ pub enum Park {
 /// What a task is, for the trace and the quiescence check.
 #[derive(Debug, Clone)]
 pub enum TaskKind {
-    /// `delivery` is `None` for a delivery a scenario made by hand (no sender awaits it).
+    /// `delivery` is `None` for a delivery a scenario made by hand or an attacker sent (no sender
+    /// awaits it).
     Handler {
         delivery: Option<DeliveryRef>,
         account: String,
         event_id: String,
+        origin: Origin,
     },
     RelayWorker,
     Purge,
     Operator,
+}
+
+/// One transaction committed in the current step, before the view decodes it.
+#[derive(Debug)]
+pub struct StepCommit {
+    pub process_id: String,
+    /// The attack, when the committing task handles a hostile delivery.
+    pub hostile: Option<String>,
+    pub changes: Vec<RowChange>,
+}
+
+/// Who made a delivery, for the invariants that judge how it was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The sender, signing with the endpoint's secret at `timestamp_s` by its own clock.
+    Sender { timestamp_s: i64 },
+    /// An attacker or a misbehaving sender: `attack` names what is wrong with it.
+    Hostile { attack: String },
 }
 
 /// Where a delivery goes.
@@ -209,8 +229,8 @@ pub struct World {
     pub healed: bool,
     pub view: DbView,
     pub history: History,
-    /// Raw commits of the current step: `(process id, changes)`.
-    pub step_commits: Vec<(String, Vec<RowChange>)>,
+    /// Raw commits of the current step.
+    pub step_commits: Vec<StepCommit>,
     pub step_record: StepRecord,
     /// The trace text of the current step's action.
     pub line: String,
@@ -225,6 +245,10 @@ pub struct World {
     pub determinism_hazard: Option<String>,
     /// Where the run's decisions come from (the seeded streams or a schedule), and the record.
     pub decider: Decider,
+    /// The receivers' configuration ([`commitgap::env::Env::setting`]): the endpoints' secrets.
+    pub settings: BTreeMap<String, String>,
+    /// How far the sender's clock is from true time; it stamps `webhook-timestamp` with it.
+    pub sender_clock_offset_ms: i64,
 }
 
 /// Controls and records of a scripted run.
@@ -262,6 +286,13 @@ impl World {
         let sender = Sender::new(config.sender_preset, sender_events, |event| {
             workload.expects_rejection(event)
         });
+        let settings = crate::signing::receiver_settings(
+            workload
+                .fixtures
+                .accounts
+                .iter()
+                .map(|(account, _)| account.as_str()),
+        );
         World {
             now_ms: 0,
             step: 0,
@@ -296,6 +327,8 @@ impl World {
             scripted: scripted.then(Scripted::default),
             determinism_hazard: None,
             decider,
+            settings,
+            sender_clock_offset_ms: 0,
         }
     }
 
@@ -669,9 +702,21 @@ impl World {
             });
         }
         if !committed.is_empty() {
-            let process_id = self.tasks[&task].process_id.clone();
+            let state = &self.tasks[&task];
+            let hostile = match &state.kind {
+                TaskKind::Handler {
+                    origin: Origin::Hostile { attack },
+                    ..
+                } => Some(attack.clone()),
+                _ => None,
+            };
+            let process_id = state.process_id.clone();
             let _ = write!(self.line, " [commit {} rows]", committed.len());
-            self.step_commits.push((process_id, committed));
+            self.step_commits.push(StepCommit {
+                process_id,
+                hostile,
+                changes: committed,
+            });
         }
         result
     }
@@ -915,16 +960,22 @@ impl World {
             delivery,
             account,
             event_id,
+            origin,
         } = &state.kind
         else {
             unreachable!("only handler tasks answer deliveries");
         };
         let (delivery, process) = (*delivery, state.process);
+        // Verification runs before the handler's first awaited call, so a delivery refused at the
+        // door is answered in the very step that read this clock.
+        let receiver_now_s = self.process_now_ms(process).div_euclid(1_000);
         self.step_record.answers.push(AnswerRecord {
             process_id: state.process_id.clone(),
             account: account.clone(),
             event_id: event_id.clone(),
             answer: answer.clone(),
+            origin: origin.clone(),
+            receiver_now_s,
         });
         self.note(&format!("answer {answer}"));
         if let Some(scripted) = &mut self.scripted {

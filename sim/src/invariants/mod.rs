@@ -168,6 +168,8 @@ pub struct ReplyRecord {
 pub struct CommitRecord {
     /// The process whose connection committed, e.g. `relay-1#2`.
     pub process_id: String,
+    /// The attack, when the committing task was handling a hostile delivery.
+    pub hostile: Option<String>,
     pub diffs: Vec<RowDiff>,
 }
 
@@ -178,6 +180,10 @@ pub struct AnswerRecord {
     pub account: String,
     pub event_id: String,
     pub answer: Answer,
+    /// Who made the delivery.
+    pub origin: crate::world::Origin,
+    /// The receiver's clock, in seconds, when it answered.
+    pub receiver_now_s: i64,
 }
 
 /// Facts accumulated over the run, for invariants that need the past.

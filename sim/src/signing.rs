@@ -1,0 +1,98 @@
+//! The simulated world's webhook secrets, and deliveries signed the way a real sender signs them.
+//!
+//! Every account's endpoint has three generations of secret: the current one the sender signs
+//! with, the previous one the receiver still accepts while a rotation settles, and a retired one
+//! the receiver no longer holds (an attacker who stole it, or a sender that never rotated, signs
+//! with it). Secrets are derived from the account's name, so they need no randomness and no room
+//! in seed files, and a schedule written before secrets existed replays with the same ones. They
+//! are simulation secrets: nothing here is fit to protect a real endpoint.
+
+use std::collections::BTreeMap;
+
+use commitgap::receiver::{WebhookDelivery, secrets_setting};
+use commitgap::signature::{self, SigningSecret, WebhookHeaders};
+use sha2::{Digest, Sha256};
+
+/// The secret generation the sender signs with.
+pub const CURRENT_GENERATION: u32 = 2;
+/// The generation before it, still configured at the receiver.
+pub const PREVIOUS_GENERATION: u32 = 1;
+/// A generation the receiver no longer holds.
+pub const RETIRED_GENERATION: u32 = 0;
+
+/// The secret of generation `generation` of `account`'s endpoint.
+pub fn secret(account: &str, generation: u32) -> SigningSecret {
+    let key = Sha256::digest(format!("commitgap-sim endpoint secret/{account}/{generation}").as_bytes());
+    SigningSecret::from_bytes(&key)
+}
+
+/// The receivers' configuration for these accounts: each endpoint holds its current and previous
+/// secret.
+pub fn receiver_settings<'a>(accounts: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, String> {
+    accounts
+        .into_iter()
+        .map(|account| {
+            let secrets = format!(
+                "{} {}",
+                secret(account, CURRENT_GENERATION),
+                secret(account, PREVIOUS_GENERATION)
+            );
+            (secrets_setting(account), secrets)
+        })
+        .collect()
+}
+
+/// A delivery to `account`'s endpoint, signed with the secret of `generation` at `timestamp_s`
+/// (the sender's clock, in seconds).
+pub fn signed_delivery(
+    account: &str,
+    webhook_id: &str,
+    timestamp_s: i64,
+    body: Vec<u8>,
+    generation: u32,
+) -> WebhookDelivery {
+    let signature = signature::sign(&secret(account, generation), webhook_id, timestamp_s, &body);
+    WebhookDelivery {
+        endpoint: account.to_owned(),
+        headers: WebhookHeaders {
+            id: webhook_id.to_owned(),
+            timestamp: timestamp_s.to_string(),
+            signature,
+        },
+        body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_receiver_holds_the_current_and_previous_secret_but_not_the_retired_one() {
+        let settings = receiver_settings(["acct-a"]);
+        let held = &settings[&secrets_setting("acct-a")];
+        assert!(held.contains(&secret("acct-a", CURRENT_GENERATION).to_string()));
+        assert!(held.contains(&secret("acct-a", PREVIOUS_GENERATION).to_string()));
+        assert!(!held.contains(&secret("acct-a", RETIRED_GENERATION).to_string()));
+        assert_ne!(
+            secret("acct-a", CURRENT_GENERATION).to_string(),
+            secret("acct-b", CURRENT_GENERATION).to_string(),
+            "every endpoint has its own secret"
+        );
+    }
+
+    #[test]
+    fn a_signed_delivery_verifies_with_the_held_secrets() {
+        let delivery = signed_delivery("acct-a", "msg_1", 1_000, b"{}".to_vec(), CURRENT_GENERATION);
+        let held = [
+            secret("acct-a", CURRENT_GENERATION),
+            secret("acct-a", PREVIOUS_GENERATION),
+        ];
+        assert_eq!(
+            signature::verify(&held, &delivery.headers, &delivery.body, 1_000, 300),
+            Ok(())
+        );
+        let retired = signed_delivery("acct-a", "msg_1", 1_000, b"{}".to_vec(), RETIRED_GENERATION);
+        assert!(signature::verify(&held, &retired.headers, &retired.body, 1_000, 300).is_err());
+    }
+}
