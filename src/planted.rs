@@ -29,11 +29,13 @@ pub enum PlantedBug {
     OutboxOnOtherConnection,
     MarkSentBeforeCall,
     NewKeyAfterError,
+    UnverifiedSignature,
+    FutureTimestampRejected,
 }
 
 impl PlantedBug {
     /// Every planted bug, in a fixed order: the foundation's three first.
-    pub const ALL: [PlantedBug; 17] = [
+    pub const ALL: [PlantedBug; 19] = [
         PlantedBug::ReceiptFirst,
         PlantedBug::KeyPerAttempt,
         PlantedBug::BlindRetryAfterExpiry,
@@ -51,6 +53,8 @@ impl PlantedBug {
         PlantedBug::OutboxOnOtherConnection,
         PlantedBug::MarkSentBeforeCall,
         PlantedBug::NewKeyAfterError,
+        PlantedBug::UnverifiedSignature,
+        PlantedBug::FutureTimestampRejected,
     ];
 
     /// The name users pass to `--system`.
@@ -73,6 +77,8 @@ impl PlantedBug {
             PlantedBug::OutboxOnOtherConnection => "outbox-on-other-connection",
             PlantedBug::MarkSentBeforeCall => "mark-sent-before-call",
             PlantedBug::NewKeyAfterError => "new-key-after-error",
+            PlantedBug::UnverifiedSignature => "unverified-signature",
+            PlantedBug::FutureTimestampRejected => "future-timestamp-rejected",
         }
     }
 
@@ -125,6 +131,12 @@ impl PlantedBug {
             }
             PlantedBug::NewKeyAfterError => {
                 "the relay mints a new idempotency key after an ambiguous provider error"
+            }
+            PlantedBug::UnverifiedSignature => {
+                "the receiver trusts the body without verifying the signature or the endpoint's account"
+            }
+            PlantedBug::FutureTimestampRejected => {
+                "the receiver refuses any timestamp ahead of its own clock, leaving no tolerance that way"
             }
         }
     }

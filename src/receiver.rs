@@ -127,6 +127,19 @@ impl ReceiverSettings {
 /// event, and the event names the endpoint's account. Returns the event, or the answer refusing
 /// the delivery. Runs no statement, so a refused delivery changes nothing whatever happens.
 pub fn authenticate(env: &dyn Env, delivery: &WebhookDelivery) -> Result<WebhookEvent, Answer> {
+    authenticate_planted(env, delivery, None)
+}
+
+/// [`authenticate`], with the planted bugs that break it.
+fn authenticate_planted(
+    env: &dyn Env,
+    delivery: &WebhookDelivery,
+    planted_bug: Option<PlantedBug>,
+) -> Result<WebhookEvent, Answer> {
+    if planted_bug == Some(PlantedBug::UnverifiedSignature) {
+        // PLANTED BUG unverified-signature: the body is parsed and trusted as it is.
+        return WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected);
+    }
     let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
         .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
     if delivery.body.len() > settings.body_bytes_max {
@@ -151,6 +164,19 @@ pub fn authenticate(env: &dyn Env, delivery: &WebhookDelivery) -> Result<Webhook
         )),
         other => Answer::Unauthorized(other.to_string()),
     })?;
+    if planted_bug == Some(PlantedBug::FutureTimestampRejected)
+        && delivery
+            .headers
+            .timestamp
+            .parse::<i64>()
+            .is_ok_and(|timestamp_s| timestamp_s > now_s)
+    {
+        // PLANTED BUG future-timestamp-rejected: "a message from the future is forged", which
+        // forgets that the sender's clock may run a little ahead of this one.
+        return Err(Answer::Unauthorized(
+            "message timestamp is in the future".to_owned(),
+        ));
+    }
     let event = WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected)?;
     if event.account != delivery.endpoint {
         return Err(Answer::Forbidden(format!(
@@ -322,7 +348,7 @@ pub fn body_digest(body: &[u8]) -> String {
 
 /// Handles one delivery. `planted_bug` is `None` in production.
 pub async fn receive(env: &dyn Env, delivery: &WebhookDelivery, planted_bug: Option<PlantedBug>) -> Answer {
-    let event = match authenticate(env, delivery) {
+    let event = match authenticate_planted(env, delivery, planted_bug) {
         Ok(event) => event,
         Err(answer) => return answer,
     };

@@ -58,25 +58,25 @@ fn caught_within_budget_and_replayable(system: &str, budget: u64, invariant: &st
 /// `(planted bug, seed budget, the invariant that catches it first from seed 0)`. Budgets are
 /// about four times the mean seeds-to-first-failure measured with `mutants --first-seed S` for S
 /// in 0, 1000, ... 9000, and never below the worst of those ten: receipt-first 1.2 (worst 2),
-/// key-per-attempt 1.7 (4), blind-retry-after-expiry 13.1 (29), no-receipt-dedup 1.0 (1),
-/// receipt-after 1.2 (2), check-then-insert 6.7 (15), per-delivery-dedup-key 1.0 (1),
-/// rebuild-payload 2.3 (5), key-from-event 2.1 (4), unfenced-completion 42.9 (92), short-lease
-/// 2.7 (9), receipt-only-guard 1.6 (2), ack-before-commit 1.0 (1), call-inside-transaction 1.2
+/// key-per-attempt 1.9 (5), blind-retry-after-expiry 14.6 (29), no-receipt-dedup 1.0 (1),
+/// receipt-after 1.2 (2), check-then-insert 12.0 (20), per-delivery-dedup-key 1.0 (1),
+/// rebuild-payload 2.3 (5), key-from-event 2.1 (4), unfenced-completion 28.9 (123), short-lease
+/// 2.6 (9), receipt-only-guard 2.5 (5), ack-before-commit 1.0 (1), call-inside-transaction 1.2
 /// (2), outbox-on-other-connection 1.2 (2), mark-sent-before-call 1.2 (2), new-key-after-error
-/// 2.2 (7).
-const BUDGETS: [(&str, u64, &str); 17] = [
+/// 2.0 (5), unverified-signature 1.7 (3), future-timestamp-rejected 2.6 (6).
+const BUDGETS: [(&str, u64, &str); 19] = [
     ("receipt-first", 5, "receipt-commits-with-its-work"),
     ("key-per-attempt", 8, "one-effect-per-operation"),
     ("blind-retry-after-expiry", 60, "one-effect-per-operation"),
     ("no-receipt-dedup", 4, "one-receipt-per-event"),
     ("receipt-after", 5, "receipt-commits-with-its-work"),
-    ("check-then-insert", 30, "one-receipt-per-event"),
+    ("check-then-insert", 48, "one-receipt-per-event"),
     ("per-delivery-dedup-key", 4, "one-receipt-per-event"),
-    ("rebuild-payload", 10, "request-matches-obligation"),
+    ("rebuild-payload", 10, "effect-matches-obligation"),
     ("key-from-event", 10, "receipt-commits-with-its-work"),
-    ("unfenced-completion", 170, "completion-by-lease-holder"),
+    ("unfenced-completion", 130, "completion-by-lease-holder"),
     ("short-lease", 12, "lease-outlives-call"),
-    ("receipt-only-guard", 8, "order-state-moves-forward"),
+    ("receipt-only-guard", 10, "receipt-commits-with-its-work"),
     ("ack-before-commit", 4, "success-answer-has-receipt"),
     ("call-inside-transaction", 5, "request-matches-obligation"),
     ("outbox-on-other-connection", 5, "receipt-commits-with-its-work"),
@@ -86,6 +86,8 @@ const BUDGETS: [(&str, u64, &str); 17] = [
         "obligation-settles-with-effect-or-reason",
     ),
     ("new-key-after-error", 10, "one-effect-per-operation"),
+    ("unverified-signature", 8, "hostile-delivery-refused"),
+    ("future-timestamp-rejected", 12, "genuine-delivery-accepted"),
 ];
 
 #[test]

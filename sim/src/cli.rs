@@ -72,7 +72,8 @@ struct MutantsArgs {
     #[arg(long, default_value_t = DEFAULT_MUTANT_BUDGET, value_parser = clap::value_parser!(u64).range(1..))]
     budget: u64,
     /// The first seed of every search.
-    #[arg(long, default_value_t = 0)]
+    // Negative numbers are read as values, so `-1` is refused as a seed, not as an unknown flag.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     first_seed: u64,
     /// Parallel jobs [default: the number of cores].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -95,7 +96,8 @@ struct SweepArgs {
     #[arg(long, default_value_t = DEFAULT_SEEDS, value_parser = clap::value_parser!(u64).range(1..))]
     seeds: u64,
     /// The first seed; the sweep runs S, S+1, ... S+N-1.
-    #[arg(long, default_value_t = 0)]
+    // Negative numbers are read as values, so `-1` is refused as a seed, not as an unknown flag.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     first_seed: u64,
     /// Parallel jobs [default: the number of cores].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -167,7 +169,7 @@ struct ReplayArgs {
     /// A seed file written by `sweep`.
     file: Option<PathBuf>,
     /// Replay this seed number instead of a file.
-    #[arg(long, conflicts_with = "file")]
+    #[arg(long, conflicts_with = "file", allow_negative_numbers = true)]
     seed: Option<u64>,
     /// The system to run [default: the file's system, or `reference` with --seed]; naming another
     /// system replays a failing seed against a fix.

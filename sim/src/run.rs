@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{SimConfig, Workload};
 use crate::db::{Backend, Database};
-use crate::faults::{self, FaultAction, FaultModel, ProcessRole};
+use crate::faults::{self, Attack, FaultAction, FaultModel, ProcessRole};
 use crate::invariants::{self, CommitRecord, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
@@ -343,6 +343,7 @@ impl Simulation {
         for process in world.processes.iter_mut() {
             process.clock_offset_ms = 0;
         }
+        world.sender_clock_offset_ms = 0;
         let now_ms = world.now_ms;
         let down: Vec<usize> = (0..world.processes.len())
             .filter(|&index| !world.processes[index].up)
@@ -855,8 +856,89 @@ impl Simulation {
                 })?;
                 Ok(())
             }
+            FaultAction::Attack { attack, target } => self.attack(fault, attack, target),
+            FaultAction::SenderClock { offset_ms } => {
+                let mut world = self.world.borrow_mut();
+                world.sender_clock_offset_ms = offset_ms;
+                let name = world.faults[fault].name();
+                let what = format!("sender clock set {offset_ms:+} ms from true time");
+                world.note(&what);
+                world.record_fault(name, &what);
+                Ok(())
+            }
             _ => Ok(()),
         }
+    }
+
+    /// Sends one hostile request, built from a delivery the sender already made. The attack and
+    /// its target are a schedule choice (`attack forged-signature acct-a/evt-1~1`), so a shrunk
+    /// schedule can drop the request or keep it.
+    fn attack(&mut self, fault: usize, attack: Attack, target: u64) -> Result<(), String> {
+        let chosen = {
+            let mut world = self.world.borrow_mut();
+            let attempted: Vec<usize> = (0..world.sender.streams().len())
+                .filter(|&index| world.sender.stream(index).attempts > 0)
+                .collect();
+            let drawn = (!attempted.is_empty()).then(|| {
+                let stream = attempted[(target % attempted.len() as u64) as usize];
+                format!("{} {}", attack.name(), world.stream_name(stream))
+            });
+            world.choose("attack", |_| drawn)
+        };
+        let Some(value) = chosen else {
+            return Ok(());
+        };
+        let parsed = value.split_once(' ').and_then(|(name, stream_name)| {
+            let attack = Attack::from_name(name)?;
+            let world = self.world.borrow();
+            let stream =
+                (0..world.sender.streams().len()).find(|&index| world.stream_name(index) == stream_name)?;
+            Some((attack, stream))
+        });
+        let Some((attack, stream)) = parsed else {
+            self.world
+                .borrow_mut()
+                .note(&format!("attack `{value}` names nothing in this run; skipped"));
+            return Ok(());
+        };
+        let (genuine, account, event_id, _) = self.webhook_for(stream);
+        let hostile = {
+            let world = self.world.borrow();
+            let other_account = world
+                .workload
+                .fixtures
+                .accounts
+                .iter()
+                .map(|(other, _)| other.clone())
+                .find(|other| *other != account)
+                .unwrap_or_else(|| "acct-elsewhere".to_owned());
+            crate::signing::hostile_request(attack, genuine, &other_account)
+        };
+        let receiver = {
+            let mut world = self.world.borrow_mut();
+            let name = world.faults[fault].name();
+            let what = format!(
+                "attacker sends {} copied from {event_id} ({account})",
+                attack.name()
+            );
+            world.record_fault(name, &what);
+            match world.route_delivery() {
+                Route::To(receiver) => {
+                    let text = format!("{what} -> {}", world.processes[receiver].id);
+                    world.note(&text);
+                    receiver
+                }
+                Route::Lost | Route::Refused => {
+                    world.note(&format!("{what}: it never arrived"));
+                    return Ok(());
+                }
+            }
+        };
+        let origin = Origin::Hostile {
+            attack: attack.name().to_owned(),
+        };
+        self.spawn_handler(receiver, hostile, account, event_id, None, origin)?;
+        Ok(())
     }
 
     /// The sender makes the next scheduled attempt of `stream`, with any concurrent copies.

@@ -29,7 +29,8 @@ use crate::system::Fixtures;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choice {
     /// What was chosen: `fault`, `deliver` (a receiver's name, or `lost`), `lose-answer`,
-    /// `lose-reply`, `copies`, `latency`, `provider-latency`, `provider`, `forget`.
+    /// `lose-reply`, `copies`, `latency`, `provider-latency`, `provider`, `forget`, `attack`
+    /// (what is wrong with a hostile request and which delivery it copies).
     pub kind: String,
     /// The value, if the kind takes one.
     pub value: String,
@@ -86,7 +87,7 @@ impl StepLine {
 /// Whether a choice injects a fault rather than ordinary latency or routing.
 pub fn is_fault_kind(kind: &str, value: &str) -> bool {
     match kind {
-        "fault" | "lose-answer" | "lose-reply" | "copies" | "forget" => true,
+        "fault" | "lose-answer" | "lose-reply" | "copies" | "forget" | "attack" => true,
         "deliver" => value == "lost",
         // Provider conditions that are the provider's contract (sticky errors, lenient
         // mismatches, locks) are not faults on their own; a failure or slowness is.
@@ -112,6 +113,8 @@ pub fn fault_label(choice: &Choice) -> Option<String> {
             .unwrap_or("fault")
             .to_owned(),
         "deliver" => "request-lost".to_owned(),
+        // The kind of attack is the story; which delivery it copied is not.
+        "attack" => format!("attack:{}", choice.value.split_whitespace().next().unwrap_or("")),
         "provider" if choice.value.split(',').any(|flag| flag == "fail") => "provider-fail".to_owned(),
         "provider" => "provider-slow".to_owned(),
         kind => kind.to_owned(),

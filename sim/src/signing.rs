@@ -9,8 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use commitgap::receiver::{WebhookDelivery, secrets_setting};
-use commitgap::signature::{self, SigningSecret, WebhookHeaders};
+use commitgap::receiver::{DEFAULT_BODY_BYTES_MAX, WebhookDelivery, secrets_setting};
+use commitgap::signature::{self, DEFAULT_TOLERANCE_S, SigningSecret, WebhookHeaders};
+
+use crate::faults::Attack;
 use sha2::{Digest, Sha256};
 
 /// The secret generation the sender signs with.
@@ -60,6 +62,75 @@ pub fn signed_delivery(
             signature,
         },
         body,
+    }
+}
+
+/// A hostile request built from `genuine`, a delivery the sender made to some account's endpoint:
+/// what an attacker who saw it on the wire, or a buggy sender, would post (see
+/// [`crate::faults::Attack`]). `other_account` is an account the cross-account request names.
+pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: &str) -> WebhookDelivery {
+    let account = genuine.endpoint.clone();
+    let id = genuine.headers.id.clone();
+    let timestamp_s: i64 = genuine.headers.timestamp.parse().unwrap_or(0);
+    let body_json = || serde_json::from_slice::<serde_json::Value>(&genuine.body).unwrap_or_default();
+    let resign = |body: Vec<u8>, timestamp_s: i64, generation: u32| {
+        signed_delivery(&account, &id, timestamp_s, body, generation)
+    };
+    let with_field = |field: &str, value: serde_json::Value| {
+        let mut json = body_json();
+        json[field] = value;
+        json.to_string().into_bytes()
+    };
+    match attack {
+        Attack::ForgedSignature => {
+            // A well-formed `v1` entry made with a key the attacker guessed.
+            let guess = SigningSecret::from_bytes(b"an attacker's guess at the secret");
+            let mut forged = genuine.clone();
+            forged.headers.signature = signature::sign(&guess, &id, timestamp_s, &genuine.body);
+            forged
+        }
+        Attack::TamperedBody => {
+            let json = body_json();
+            let body = match json.get("amount_cents").and_then(serde_json::Value::as_i64) {
+                Some(amount) => with_field("amount_cents", (amount + 1).into()),
+                None => {
+                    let order = json
+                        .get("order")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("order");
+                    with_field("order", format!("{order}-x").into())
+                }
+            };
+            WebhookDelivery {
+                body,
+                ..genuine.clone()
+            }
+        }
+        Attack::StaleReplay => resign(
+            genuine.body.clone(),
+            timestamp_s - DEFAULT_TOLERANCE_S - 3_600,
+            CURRENT_GENERATION,
+        ),
+        Attack::RetiredSecret => resign(genuine.body.clone(), timestamp_s, RETIRED_GENERATION),
+        Attack::CrossAccount => resign(
+            with_field("account", other_account.into()),
+            timestamp_s,
+            CURRENT_GENERATION,
+        ),
+        Attack::MalformedBody => {
+            let half = genuine.body.len() / 2;
+            resign(genuine.body[..half].to_vec(), timestamp_s, CURRENT_GENERATION)
+        }
+        Attack::OversizedBody => resign(
+            with_field("padding", "x".repeat(DEFAULT_BODY_BYTES_MAX).into()),
+            timestamp_s,
+            CURRENT_GENERATION,
+        ),
+        Attack::UnknownType => resign(
+            with_field("type", "invoice.paid".into()),
+            timestamp_s,
+            CURRENT_GENERATION,
+        ),
     }
 }
 

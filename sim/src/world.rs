@@ -446,7 +446,7 @@ impl World {
     }
 
     /// `account/event_id~subscription` of sender stream `stream`.
-    fn stream_name(&self, stream: usize) -> String {
+    pub fn stream_name(&self, stream: usize) -> String {
         let record = self.sender.stream(stream);
         format!("{}~{}", self.event_name(record.event), record.subscription)
     }

@@ -12,6 +12,7 @@
 //! not reach into the world beyond its hooks, and after [`FaultModel::heal`] it must stop
 //! injecting (except where its file says why not).
 
+mod attacker;
 mod clock_jump;
 mod crash;
 mod duplicate_delivery;
@@ -27,6 +28,7 @@ mod provider_slow;
 mod receipt_purge;
 mod reorder;
 mod request_lost;
+mod sender_clock_skew;
 mod slow_handler;
 mod spontaneous_duplicate;
 mod sqlite_busy;
@@ -37,6 +39,8 @@ mod worker_pause;
 use commitgap::provider::ProviderRequest;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+pub use attacker::Attack;
 
 use crate::config::EventSpec;
 use crate::rng::{Ratio, SimRng};
@@ -57,6 +61,11 @@ pub enum FaultAction {
     PurgeReceipts { older_than_ms: i64 },
     /// Call [`FaultModel::on_timer`] again at `at_ms`.
     WakeAt { at_ms: i64 },
+    /// Send one hostile request, copied from one of the deliveries made so far (`target` picks
+    /// which, modulo their number).
+    Attack { attack: Attack, target: u64 },
+    /// Set the sender's clock this far from true time.
+    SenderClock { offset_ms: i64 },
 }
 
 impl FaultAction {
@@ -70,6 +79,8 @@ impl FaultAction {
             FaultAction::ClockJump { offset_ms } => format!("{fault} clock {offset_ms}"),
             FaultAction::PurgeReceipts { older_than_ms } => format!("{fault} purge {older_than_ms}"),
             FaultAction::WakeAt { at_ms } => format!("{fault} wake {at_ms}"),
+            FaultAction::Attack { attack, target } => format!("{fault} attack {} {target}", attack.name()),
+            FaultAction::SenderClock { offset_ms } => format!("{fault} sender-clock {offset_ms}"),
         }
     }
 
@@ -323,6 +334,8 @@ pub fn registry() -> Vec<FaultKind> {
         sticky_error::KIND,
         payload_mismatch::KIND,
         clock_jump::KIND,
+        attacker::KIND,
+        sender_clock_skew::KIND,
     ]
 }
 

@@ -12,6 +12,9 @@ mod dedupe_scope_per_account;
 mod effect_matches_obligation;
 mod every_event_processed;
 mod final_state_matches_creation_order;
+mod genuine_delivery_accepted;
+mod hostile_delivery_changes_nothing;
+mod hostile_delivery_refused;
 mod lease_outlives_call;
 mod no_call_inside_transaction;
 mod no_stuck_key;
@@ -68,6 +71,11 @@ pub trait Invariant: Send + Sync {
 /// Every invariant, safety first. Adding one is one file and one line here.
 pub fn registry() -> Vec<Box<dyn Invariant>> {
     vec![
+        // First, so that a hostile request's commit is named for what it is, not for the
+        // inconsistency it causes elsewhere.
+        Box::new(hostile_delivery_changes_nothing::HostileDeliveryChangesNothing),
+        Box::new(hostile_delivery_refused::HostileDeliveryRefused),
+        Box::new(genuine_delivery_accepted::GenuineDeliveryAccepted),
         Box::new(one_effect_per_operation::OneEffectPerOperation),
         Box::new(effect_matches_obligation::EffectMatchesObligation),
         Box::new(request_matches_obligation::RequestMatchesObligation),

@@ -1,0 +1,142 @@
+//! Attacker and misbehaving sender: requests at a receiver's endpoint that must be refused.
+//!
+//! A webhook endpoint is a public URL. Anyone can post to it, and a sender can be buggy: the
+//! article the reference system comes from puts signature checks and authorization before its
+//! receiver and leaves them out. On a cadence during the fault phase this model sends one
+//! hostile request, copied from a delivery the sender already made (what an attacker sees on the
+//! wire, or what a buggy sender mangles):
+//! - `forged-signature`: a signature made up without the secret;
+//! - `tampered-body`: the genuine headers and signature with a body changed after signing;
+//! - `stale-replay`: a genuine delivery captured long ago, replayed beyond the tolerance;
+//! - `retired-secret`: signed with a secret the endpoint no longer holds;
+//! - `cross-account`: validly signed for one account's endpoint, naming another account;
+//! - `malformed-body`, `oversized-body`, `unknown-type`: validly signed, but not an event the
+//!   receiver can accept (broken JSON, a body over the size limit, a type it does not know).
+//!
+//! None of them may change state or get a success answer. Which attack and which delivery are
+//! drawn here; the executor builds the request and records the pair as a schedule choice, so a
+//! shrunk schedule can drop it. The model stops at heal.
+
+use serde::{Deserialize, Serialize};
+
+use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use crate::rng::SimRng;
+
+pub const KIND: FaultKind = FaultKind {
+    name: "attacker",
+    description: "forged, tampered, replayed, cross-account and malformed requests at the endpoints",
+    draw,
+    build,
+};
+
+/// What is wrong with one hostile request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Attack {
+    ForgedSignature,
+    TamperedBody,
+    StaleReplay,
+    RetiredSecret,
+    CrossAccount,
+    MalformedBody,
+    OversizedBody,
+    UnknownType,
+}
+
+impl Attack {
+    pub const ALL: [Attack; 8] = [
+        Attack::ForgedSignature,
+        Attack::TamperedBody,
+        Attack::StaleReplay,
+        Attack::RetiredSecret,
+        Attack::CrossAccount,
+        Attack::MalformedBody,
+        Attack::OversizedBody,
+        Attack::UnknownType,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Attack::ForgedSignature => "forged-signature",
+            Attack::TamperedBody => "tampered-body",
+            Attack::StaleReplay => "stale-replay",
+            Attack::RetiredSecret => "retired-secret",
+            Attack::CrossAccount => "cross-account",
+            Attack::MalformedBody => "malformed-body",
+            Attack::OversizedBody => "oversized-body",
+            Attack::UnknownType => "unknown-type",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Attack> {
+        Attack::ALL.into_iter().find(|attack| attack.name() == name)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    /// Time between two hostile requests.
+    cadence_ms: i64,
+}
+
+struct Attacker {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        cadence_ms: *rng.pick(&[30_000, 300_000, 1_800_000]),
+    })
+}
+
+fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.cadence_ms <= 0 {
+        return Err("settings of fault attacker: cadence_ms must be positive".to_owned());
+    }
+    Ok(Box::new(Attacker {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl FaultModel for Attacker {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn start(&mut self, now_ms: i64) -> Vec<FaultAction> {
+        if !self.settings.enabled {
+            return Vec::new();
+        }
+        vec![FaultAction::WakeAt {
+            at_ms: now_ms + self.settings.cadence_ms,
+        }]
+    }
+
+    fn on_timer(&mut self, now_ms: i64) -> Vec<FaultAction> {
+        if self.healed {
+            return Vec::new();
+        }
+        let attack = *self.rng.pick(&Attack::ALL);
+        let target = self.rng.below(u64::MAX);
+        vec![
+            FaultAction::Attack { attack, target },
+            FaultAction::WakeAt {
+                at_ms: now_ms + self.settings.cadence_ms,
+            },
+        ]
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

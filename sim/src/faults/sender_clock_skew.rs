@@ -1,0 +1,112 @@
+//! Sender clock skew: the sender stamps `webhook-timestamp` from a clock that is off.
+//!
+//! Receivers refuse a timestamp further than the tolerance (five minutes by the Standard Webhooks
+//! libraries) from their own clock, in either direction, to bound replays; senders' clocks are
+//! not perfect. For one window of the fault phase this model sets the sender's clock off by a
+//! drawn amount: within the tolerance, where every genuine delivery must still be accepted
+//! (a receiver that also refuses a timestamp slightly ahead of its clock fails here), or beyond
+//! it, where deliveries are refused until the window ends and retries, with fresh timestamps,
+//! get through. The clock is set right at the end of the window and at heal.
+
+use commitgap::signature::DEFAULT_TOLERANCE_S;
+use serde::{Deserialize, Serialize};
+
+use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use crate::rng::SimRng;
+
+pub const KIND: FaultKind = FaultKind {
+    name: "sender-clock-skew",
+    description: "the sender's clock is off, within or beyond the receivers' timestamp tolerance",
+    draw,
+    build,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    /// How far the sender's clock is off during the window; negative is behind.
+    offset_ms: i64,
+    start_ms: i64,
+    duration_ms: i64,
+}
+
+struct SenderClockSkew {
+    settings: Settings,
+    /// Whether the next timer starts the window (or ends it).
+    starting: bool,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    let tolerance_ms = DEFAULT_TOLERANCE_S * 1_000;
+    // Within the tolerance, most of the time, with a margin for the network's latency; beyond it
+    // by up to half an hour otherwise.
+    let magnitude_ms = if rng.between(0, 2) > 0 {
+        rng.between(0, tolerance_ms - 10_000)
+    } else {
+        rng.between(tolerance_ms + 1_000, 6 * tolerance_ms)
+    };
+    let sign = if rng.between(0, 1) == 0 { -1 } else { 1 };
+    to_json(&Settings {
+        enabled: swarm_enabled(rng),
+        offset_ms: sign * magnitude_ms,
+        start_ms: rng.between(0, context.emit_window_ms),
+        duration_ms: rng.between(60_000, context.fault_phase_ms.max(60_000)),
+    })
+}
+
+fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(KIND.name, value)?;
+    if settings.duration_ms <= 0 || settings.start_ms < 0 {
+        return Err(
+            "settings of fault sender-clock-skew: duration_ms must be positive and start_ms not negative"
+                .to_owned(),
+        );
+    }
+    Ok(Box::new(SenderClockSkew {
+        settings,
+        starting: true,
+        healed: false,
+    }))
+}
+
+impl FaultModel for SenderClockSkew {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn start(&mut self, now_ms: i64) -> Vec<FaultAction> {
+        if !self.settings.enabled {
+            return Vec::new();
+        }
+        vec![FaultAction::WakeAt {
+            at_ms: now_ms + self.settings.start_ms,
+        }]
+    }
+
+    fn on_timer(&mut self, now_ms: i64) -> Vec<FaultAction> {
+        if self.healed {
+            return Vec::new();
+        }
+        if std::mem::replace(&mut self.starting, false) {
+            vec![
+                FaultAction::SenderClock {
+                    offset_ms: self.settings.offset_ms,
+                },
+                FaultAction::WakeAt {
+                    at_ms: now_ms + self.settings.duration_ms,
+                },
+            ]
+        } else {
+            vec![FaultAction::SenderClock { offset_ms: 0 }]
+        }
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+    }
+}

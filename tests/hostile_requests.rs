@@ -1,0 +1,181 @@
+//! Nothing gets in: every kind of hostile request, and a genuine delivery with a clock a little
+//! ahead or far off, as deterministic scenarios on the reference system, and on the planted bugs
+//! that break the door (so that the invariants that judge it are shown to fail when they must).
+
+use std::sync::Arc;
+
+use commitgap::planted::PlantedBug;
+use commitgap::receiver::Answer;
+use commitgap_sim::config::{EventKind, EventSpec};
+use commitgap_sim::faults::Attack;
+use commitgap_sim::scenario::{Scenario, ScenarioSetup};
+use commitgap_sim::signing::{CURRENT_GENERATION, hostile_request, signed_delivery};
+use commitgap_sim::system::{Fixtures, OrderFixture};
+use commitgap_sim::systems::ReferenceSystem;
+use commitgap_sim::world::Origin;
+
+fn payment() -> EventSpec {
+    EventSpec {
+        account: "acct-a".into(),
+        event_id: "evt-1".into(),
+        tenant: "tenant-a".into(),
+        order: "order-1".into(),
+        kind: EventKind::Payment,
+        amount_cents: 1250,
+        created_ms: 0,
+        deliver_at_ms: 0,
+        subscriptions: 1,
+        extra_deliveries: Vec::new(),
+    }
+}
+
+fn scenario(system: ReferenceSystem) -> Scenario {
+    let fixtures = Fixtures {
+        accounts: vec![
+            ("acct-a".into(), "tenant-a".into()),
+            ("acct-b".into(), "tenant-b".into()),
+        ],
+        orders: ["tenant-a", "tenant-b"]
+            .iter()
+            .map(|tenant| OrderFixture {
+                tenant: (*tenant).into(),
+                order: "order-1".into(),
+                amount_cents: 1250,
+            })
+            .collect(),
+    };
+    Scenario::new(
+        Arc::new(system),
+        fixtures,
+        vec![payment()],
+        ScenarioSetup::default(),
+    )
+    .unwrap()
+}
+
+/// The sender's delivery of the payment, signed at `timestamp_s`.
+fn genuine(timestamp_s: i64) -> commitgap::receiver::WebhookDelivery {
+    signed_delivery(
+        "acct-a",
+        "msg_evt-1",
+        timestamp_s,
+        payment().body().into_bytes(),
+        CURRENT_GENERATION,
+    )
+}
+
+/// Sends `webhook` as coming from `origin`, runs to quiet, and returns the answer.
+fn send(scenario: &mut Scenario, webhook: commitgap::receiver::WebhookDelivery, origin: Origin) -> Answer {
+    let task = scenario
+        .deliver_webhook(1, webhook, "acct-a", "evt-1", origin)
+        .unwrap();
+    scenario.run_until_quiet().unwrap();
+    scenario.answer(task).expect("the handler answered")
+}
+
+fn rows_written(scenario: &Scenario) -> i64 {
+    scenario.count("SELECT count(*) FROM receipts").unwrap()
+        + scenario.count("SELECT count(*) FROM outbox").unwrap()
+        + scenario
+            .count("SELECT count(*) FROM orders WHERE status != 'awaiting_payment'")
+            .unwrap()
+}
+
+#[test]
+fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
+    for attack in Attack::ALL {
+        let mut scenario = scenario(ReferenceSystem::reference());
+        let request = hostile_request(attack, genuine(0), "acct-b");
+        let answer = send(
+            &mut scenario,
+            request,
+            Origin::Hostile {
+                attack: attack.name().into(),
+            },
+        );
+        let expected = match attack {
+            Attack::CrossAccount => 403,
+            Attack::OversizedBody => 413,
+            Attack::MalformedBody | Attack::UnknownType => 422,
+            _ => 401,
+        };
+        assert_eq!(answer.status(), expected, "{}: {answer}", attack.name());
+        assert_eq!(
+            rows_written(&scenario),
+            0,
+            "{}: nothing is written",
+            attack.name()
+        );
+        assert!(
+            scenario.failures().is_empty(),
+            "{}: {:?}",
+            attack.name(),
+            scenario.failures()
+        );
+        // The genuine delivery still gets through afterwards.
+        let answer = send(&mut scenario, genuine(0), Origin::Sender { timestamp_s: 0 });
+        assert!(answer.is_success(), "{}: {answer}", attack.name());
+    }
+}
+
+#[test]
+fn a_receiver_that_skips_verification_is_caught_by_the_invariants() {
+    let mut caught = Vec::new();
+    for attack in [
+        Attack::ForgedSignature,
+        Attack::StaleReplay,
+        Attack::RetiredSecret,
+        Attack::CrossAccount,
+    ] {
+        let mut scenario = scenario(ReferenceSystem::with_bug(PlantedBug::UnverifiedSignature));
+        let request = hostile_request(attack, genuine(0), "acct-b");
+        send(
+            &mut scenario,
+            request,
+            Origin::Hostile {
+                attack: attack.name().into(),
+            },
+        );
+        let failure = scenario
+            .failures()
+            .first()
+            .map(|failure| failure.invariant.clone());
+        caught.push((attack.name(), failure));
+    }
+    for (attack, failure) in &caught {
+        assert!(
+            matches!(
+                failure.as_deref(),
+                Some("hostile-delivery-changes-nothing" | "hostile-delivery-refused")
+            ),
+            "{attack}: {caught:?}"
+        );
+    }
+}
+
+#[test]
+fn a_sender_clock_within_the_tolerance_is_accepted_and_beyond_it_refused() {
+    // 200 s ahead: within the five minutes, so it must be taken.
+    let mut reference = scenario(ReferenceSystem::reference());
+    let answer = send(&mut reference, genuine(200), Origin::Sender { timestamp_s: 200 });
+    assert!(answer.is_success(), "{answer}");
+    assert!(reference.failures().is_empty(), "{:?}", reference.failures());
+
+    // 400 s ahead: beyond it, refused, and that is no invariant's failure.
+    let mut reference = scenario(ReferenceSystem::reference());
+    let answer = send(&mut reference, genuine(400), Origin::Sender { timestamp_s: 400 });
+    assert_eq!(answer.status(), 401, "{answer}");
+    assert_eq!(rows_written(&reference), 0);
+    assert!(reference.failures().is_empty(), "{:?}", reference.failures());
+
+    // A receiver that allows no clock ahead of its own refuses the first and is caught.
+    let mut strict = scenario(ReferenceSystem::with_bug(PlantedBug::FutureTimestampRejected));
+    let answer = send(&mut strict, genuine(200), Origin::Sender { timestamp_s: 200 });
+    assert_eq!(answer.status(), 401, "{answer}");
+    let failure = strict.failures().first().expect("the refusal is caught");
+    assert_eq!(
+        failure.invariant, "genuine-delivery-accepted",
+        "{}",
+        failure.message
+    );
+}
