@@ -17,7 +17,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use commitgap::env::Value;
+use serde::Serialize;
 
+use crate::faults;
+use crate::run::RunOutcome;
 use crate::system::{ObligationStatus, ObservedRow, OrderStatus};
 use crate::view::{DbView, RowDiff, operation_of};
 
@@ -289,10 +292,223 @@ impl Probes {
     }
 }
 
+/// How often something happened across a sweep: in all, and in how many seeds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub count: u64,
+    pub seeds: u64,
+}
+
+impl Tally {
+    fn add(&mut self, count: u64) {
+        if count > 0 {
+            self.count += count;
+            self.seeds += 1;
+        }
+    }
+}
+
+/// How often one fault model fired across a sweep, and in how many seeds it was on at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FaultTally {
+    pub count: u64,
+    pub seeds: u64,
+    pub on_in_seeds: u64,
+}
+
+/// A sweep's coverage: every registered fault model and every situation, reached or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepCoverage {
+    /// Seeds whose outcome was added.
+    pub seeds: u64,
+    pub faults_fired: BTreeMap<String, FaultTally>,
+    pub situations: BTreeMap<String, Tally>,
+}
+
+impl Default for SweepCoverage {
+    /// Nothing added yet: every fault model and every situation at zero, so that a report names
+    /// what never happened as well as what did.
+    fn default() -> SweepCoverage {
+        SweepCoverage {
+            seeds: 0,
+            faults_fired: faults::registry()
+                .into_iter()
+                .map(|kind| (kind.name.to_owned(), FaultTally::default()))
+                .collect(),
+            situations: Situation::ALL
+                .into_iter()
+                .map(|situation| (situation.name().to_owned(), Tally::default()))
+                .collect(),
+        }
+    }
+}
+
+impl SweepCoverage {
+    /// Adds one seed's outcome.
+    pub fn add(&mut self, outcome: &RunOutcome) {
+        self.seeds += 1;
+        for (name, settings) in &outcome.config.faults {
+            // A model without an on/off switch is on whenever it is configured.
+            let on = settings
+                .get("enabled")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(true);
+            if on {
+                self.faults_fired.entry(name.clone()).or_default().on_in_seeds += 1;
+            }
+        }
+        for (name, &count) in &outcome.faults_fired {
+            let tally = self.faults_fired.entry(name.clone()).or_default();
+            if count > 0 {
+                tally.count += count;
+                tally.seeds += 1;
+            }
+        }
+        for (name, &count) in &outcome.situations {
+            self.situations.entry(name.clone()).or_default().add(count);
+        }
+    }
+
+    /// The fault models in registry order, then any others the runs reported.
+    fn fault_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = faults::registry()
+            .into_iter()
+            .map(|kind| kind.name.to_owned())
+            .collect();
+        for name in self.faults_fired.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+
+    fn fault(&self, name: &str) -> FaultTally {
+        self.faults_fired.get(name).copied().unwrap_or_default()
+    }
+
+    fn situation(&self, situation: Situation) -> Tally {
+        self.situations.get(situation.name()).copied().unwrap_or_default()
+    }
+
+    /// The situations no seed reached, in report order.
+    pub fn never_reached(&self) -> Vec<&'static str> {
+        Situation::ALL
+            .into_iter()
+            .filter(|&situation| self.situation(situation).count == 0)
+            .map(Situation::name)
+            .collect()
+    }
+
+    /// The fault models that fired in no seed, in registry order.
+    pub fn never_fired(&self) -> Vec<String> {
+        self.fault_names()
+            .into_iter()
+            .filter(|name| self.fault(name).count == 0)
+            .collect()
+    }
+
+    /// The block `sweep` prints: what fired, what was reached, and a warning for each fault
+    /// model that never fired and each situation never reached.
+    pub fn lines(&self) -> Vec<String> {
+        let fired: Vec<String> = self
+            .fault_names()
+            .iter()
+            .map(|name| format!("{name} {}", self.fault(name).count))
+            .collect();
+        let reached: Vec<String> = Situation::ALL
+            .into_iter()
+            .map(|situation| {
+                let tally = self.situation(situation);
+                format!(
+                    "{} {} (in {} seed{})",
+                    situation.name(),
+                    tally.count,
+                    tally.seeds,
+                    if tally.seeds == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        let mut lines = vec![
+            format!("coverage: faults fired: {}", fired.join(", ")),
+            format!("coverage: situations: {}", reached.join(", ")),
+        ];
+        lines.extend(
+            self.warnings()
+                .into_iter()
+                .map(|warning| format!("coverage: warning: {warning}")),
+        );
+        lines
+    }
+
+    /// One sentence for each situation never reached and each fault model that never fired,
+    /// saying why where the counts tell.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = Situation::ALL
+            .into_iter()
+            .filter(|&situation| self.situation(situation).count == 0)
+            .map(|situation| {
+                format!(
+                    "never reached: {} ({})",
+                    situation.name(),
+                    self.why_never_reached(situation)
+                )
+            })
+            .collect();
+        for name in self.never_fired() {
+            let on = self.fault(&name).on_in_seeds;
+            let why = if on == 0 {
+                "it was off in every seed".to_owned()
+            } else {
+                format!(
+                    "it was on in {on} of {} seeds and never acted: too rare at the rates drawn, or what it acts on never happened",
+                    self.seeds
+                )
+            };
+            warnings.push(format!("never fired: {name} ({why})"));
+        }
+        warnings
+    }
+
+    fn why_never_reached(&self, situation: Situation) -> String {
+        let needs = situation.needs();
+        if needs.is_empty() {
+            return "no fault model is needed for it, yet no run got there".to_owned();
+        }
+        let fired: Vec<String> = needs
+            .iter()
+            .filter(|name| self.fault(name).count > 0)
+            .map(|name| {
+                let tally = self.fault(name);
+                format!(
+                    "{name} fired {} time{} in {} seed{}",
+                    tally.count,
+                    if tally.count == 1 { "" } else { "s" },
+                    tally.seeds,
+                    if tally.seeds == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        if !fired.is_empty() {
+            return format!("{}, but never led there", fired.join(", "));
+        }
+        let on: u64 = needs.iter().map(|name| self.fault(name).on_in_seeds).sum();
+        let silent = match needs {
+            [only] => format!("the {only} fault fired 0 times"),
+            _ => format!("none of {} fired", needs.join(", ")),
+        };
+        if on == 0 {
+            let it = if needs.len() == 1 { "it was" } else { "they were" };
+            format!("{silent}; {it} off in every seed")
+        } else {
+            silent
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults;
 
     #[test]
     fn names_are_unique_and_needs_name_registered_fault_models() {
@@ -304,5 +520,43 @@ mod tests {
                 assert!(faults::kind(fault).is_some(), "{}: {fault}", situation.name());
             }
         }
+    }
+
+    #[test]
+    fn warnings_say_why_a_situation_was_never_reached() {
+        let mut coverage = SweepCoverage {
+            seeds: 3,
+            ..SweepCoverage::default()
+        };
+        coverage.faults_fired.get_mut("crash").unwrap().on_in_seeds = 2;
+        let warnings = coverage.warnings();
+        assert!(
+            warnings.contains(
+                &"never reached: crash-inside-transaction (the crash fault fired 0 times)".to_owned()
+            ),
+            "{warnings:#?}"
+        );
+        assert!(
+            warnings.contains(
+                &"never reached: purge-then-redelivery (the receipt-purge fault fired 0 times; it was off in every seed)"
+                    .to_owned()
+            ),
+            "{warnings:#?}"
+        );
+        coverage.faults_fired.get_mut("crash").unwrap().count = 4;
+        coverage.faults_fired.get_mut("crash").unwrap().seeds = 1;
+        assert!(
+            coverage.warnings().contains(
+                &"never reached: crash-inside-transaction (crash fired 4 times in 1 seed, but never led there)"
+                    .to_owned()
+            ),
+            "{:#?}",
+            coverage.warnings()
+        );
+        assert!(
+            coverage
+                .warnings()
+                .contains(&"never fired: lost-ack (it was off in every seed)".to_owned())
+        );
     }
 }
