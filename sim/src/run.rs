@@ -430,7 +430,7 @@ impl Simulation {
             let world = &mut *world;
             world.step += 1;
             world.line.clear();
-            world.forget_keys();
+            world.record_forgotten_keys();
             match item {
                 Item::Task(task) => world.tasks[&task].process_id.clone(),
                 Item::Event(event) => match &world.events[&event] {

@@ -869,8 +869,8 @@ impl World {
             self.probes.key_stored(at_ms, key, operation);
         }
         if handled.key_was_forgotten {
-            // The key-expiry fault fired when the key was forgotten (see `forget_keys`); this is
-            // its consequence, kept for the seed file.
+            // The key-expiry fault fired when the key was forgotten (see `record_forgotten_keys`);
+            // this is its consequence, kept for the seed file.
             self.log_fault(&format!("provider had forgotten key {key}"));
         }
         if let Some(quirk) = handled.quirk {
@@ -1045,7 +1045,7 @@ impl World {
     /// key-expiry fault firing, at the time it set when the key was stored. The provider's store
     /// forgets lazily, when the key is next sent; this only records the moment, before every
     /// step, whether or not anyone sends the key again, and leaves the store untouched.
-    pub fn forget_keys(&mut self) {
+    pub fn record_forgotten_keys(&mut self) {
         for key in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
             self.record_fault("key-expiry", &format!("provider forgot key {key}"));
         }
