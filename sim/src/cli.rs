@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::corpus::{Corpus, Kept};
+use crate::coverage::Situation;
 use crate::db::Backend;
 use crate::faults;
 use crate::invariants;
@@ -451,7 +452,12 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             seeds_until: first.seeds_until,
             wall_ms: millis(first.wall),
         }),
+        coverage: report.coverage.clone(),
     };
+    // After the failures and before the closing lines, which scripts read by position.
+    for line in summary.coverage.lines() {
+        say!("{line}");
+    }
     let invariant_failures = summary
         .failures
         .iter()
@@ -991,5 +997,8 @@ fn list() {
             invariant.kind().name(),
             invariant.description()
         );
+    }
+    for situation in Situation::ALL {
+        say!("situation  {:<42} {}", situation.name(), situation.description());
     }
 }

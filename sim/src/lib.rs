@@ -19,6 +19,8 @@
 //! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
 //! - [`faults`]: the fault models, one file each, and their registry.
 //! - [`invariants`]: the invariants, one file each, and their registry.
+//! - [`coverage`]: the interesting situations each run reached, and a sweep's coverage of them
+//!   and of the fault models.
 //! - [`system`]: the interface a system under test implements.
 //! - [`systems`]: the reference system and its planted bugs.
 //! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
@@ -37,6 +39,7 @@
 pub mod cli;
 pub mod config;
 pub mod corpus;
+pub mod coverage;
 pub mod db;
 pub mod faults;
 pub mod invariants;

@@ -67,6 +67,19 @@ pub struct ProviderModel {
     requests: Vec<ProviderRequest>,
 }
 
+/// Which of the provider's fault conditions decided an answer: what made it differ from the
+/// answer a plain provider would give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quirk {
+    /// A 5xx cached under the key was replayed (`Conditions::sticky_errors`).
+    CachedError,
+    /// The key was locked after acting, so the request got 409 (`Conditions::lock_after_ms`).
+    Locked,
+    /// A reused key with a different payload got the stored result
+    /// (`Conditions::replay_on_mismatch`).
+    LenientReplay,
+}
+
 /// What one request did at the provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handled {
@@ -75,6 +88,8 @@ pub struct Handled {
     pub new_effect: Option<usize>,
     /// True when a forgotten key was reused, so the request counted as new.
     pub key_was_forgotten: bool,
+    /// The fault condition that decided the answer, if one did.
+    pub quirk: Option<Quirk>,
 }
 
 impl Handled {
@@ -83,7 +98,13 @@ impl Handled {
             result: Ok(reply),
             new_effect: None,
             key_was_forgotten,
+            quirk: None,
         }
+    }
+
+    fn quirk(mut self, quirk: Quirk) -> Handled {
+        self.quirk = Some(quirk);
+        self
     }
 }
 
@@ -124,6 +145,11 @@ impl ProviderModel {
         })
     }
 
+    /// When the key store will forget `key`, if it holds the key and will ever forget it.
+    pub fn forgets_at_ms(&self, key: &str) -> Option<i64> {
+        self.keys.get(key).and_then(|entry| entry.forget_at_ms)
+    }
+
     /// Whether a request for `key` is being processed right now or the key is locked.
     pub fn is_busy(&self, key: &str, now_ms: i64) -> bool {
         self.in_progress.contains_key(key)
@@ -161,8 +187,11 @@ impl ProviderModel {
         conditions: Conditions,
         forget_at: impl FnOnce() -> Option<i64>,
     ) -> Handled {
-        if self.is_busy(key, now_ms) {
+        if self.in_progress.contains_key(key) {
             return Handled::reply(ProviderReply::Conflict, false);
+        }
+        if self.is_busy(key, now_ms) {
+            return Handled::reply(ProviderReply::Conflict, false).quirk(Quirk::Locked);
         }
         let mut key_was_forgotten = false;
         if let Some(entry) = self.keys.get(key) {
@@ -195,6 +224,7 @@ impl ProviderModel {
                 result,
                 new_effect: None,
                 key_was_forgotten,
+                quirk: None,
             };
         }
         let operation = match FulfillmentPayload::parse(payload) {
@@ -233,6 +263,7 @@ impl ProviderModel {
             }),
             new_effect: Some(index),
             key_was_forgotten,
+            quirk: None,
         }
     }
 
@@ -243,19 +274,25 @@ impl ProviderModel {
                 result: Err(CallError::Unavailable(reason.clone())),
                 new_effect: None,
                 key_was_forgotten: false,
+                quirk: Some(Quirk::CachedError),
             },
             Stored::Result {
                 payload: stored,
                 effect,
             } if stored == payload || replay_on_mismatch => {
                 let effect_id = self.effects[*effect].id.clone();
-                Handled::reply(
+                let replayed = Handled::reply(
                     ProviderReply::Accepted {
                         effect_id,
                         replayed: true,
                     },
                     false,
-                )
+                );
+                if stored == payload {
+                    replayed
+                } else {
+                    replayed.quirk(Quirk::LenientReplay)
+                }
             }
             Stored::Result { .. } => Handled::reply(
                 ProviderReply::Rejected {

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::coverage::{FaultTally, SweepCoverage, Tally};
 use crate::sweep::Shard;
 use crate::trace::format_time_ms;
 
@@ -44,6 +45,8 @@ pub struct SweepSummary {
     pub errors: Vec<SeedError>,
     /// The first failing seed in seed order.
     pub first_failure: Option<FirstFailureSummary>,
+    /// What fired and what was reached across the seeds that ran.
+    pub coverage: SweepCoverage,
 }
 
 /// One problem found in one seed: an invariant that failed, or two runs that differed.
@@ -168,6 +171,16 @@ pub fn json_report(summary: &SweepSummary) -> String {
     }
 
     #[derive(Serialize)]
+    struct JsonCoverage<'a> {
+        seeds: u64,
+        faults_fired: &'a std::collections::BTreeMap<String, FaultTally>,
+        situations: &'a std::collections::BTreeMap<String, Tally>,
+        never_reached: Vec<&'static str>,
+        never_fired: Vec<String>,
+        warnings: Vec<String>,
+    }
+
+    #[derive(Serialize)]
     struct JsonReport<'a> {
         format_version: u32,
         system: &'a str,
@@ -192,6 +205,7 @@ pub fn json_report(summary: &SweepSummary) -> String {
         time_to_first_failure_s: Option<f64>,
         failures: Vec<JsonFailure<'a>>,
         errors: Vec<&'a SeedError>,
+        coverage: JsonCoverage<'a>,
     }
 
     let report = JsonReport {
@@ -235,6 +249,14 @@ pub fn json_report(summary: &SweepSummary) -> String {
             })
             .collect(),
         errors: summary.sorted_errors(),
+        coverage: JsonCoverage {
+            seeds: summary.coverage.seeds,
+            faults_fired: &summary.coverage.faults_fired,
+            situations: &summary.coverage.situations,
+            never_reached: summary.coverage.never_reached(),
+            never_fired: summary.coverage.never_fired(),
+            warnings: summary.coverage.warnings(),
+        },
     };
     serde_json::to_string_pretty(&report).expect("the report is plain data") + "\n"
 }
@@ -281,6 +303,18 @@ pub fn junit_report(summary: &SweepSummary) -> String {
         ("check_determinism", summary.check_determinism.to_string()),
         ("steps", summary.steps.to_string()),
         ("seeds_per_second", format!("{:.1}", summary.seeds_per_second())),
+        (
+            "coverage_situations_reached",
+            situations_reached(&summary.coverage),
+        ),
+        (
+            "coverage_never_reached",
+            names_or_none(&summary.coverage.never_reached()),
+        ),
+        (
+            "coverage_faults_never_fired",
+            names_or_none(&summary.coverage.never_fired()),
+        ),
     ] {
         xml.push_str(&format!(
             "      <property name=\"{name}\" value=\"{}\"/>\n",
@@ -327,6 +361,21 @@ pub fn junit_report(summary: &SweepSummary) -> String {
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
+}
+
+/// `9 of 10`: how many of the situations the sweep reached.
+fn situations_reached(coverage: &SweepCoverage) -> String {
+    let all = crate::coverage::Situation::ALL.len();
+    format!("{} of {all}", all - coverage.never_reached().len())
+}
+
+/// Names joined with commas, or `none`.
+fn names_or_none<T: AsRef<str>>(names: &[T]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// The sweep test case's one-line verdict, such as `14 of 30 seeds failed`.
@@ -509,6 +558,7 @@ mod tests {
             failures,
             errors: Vec::new(),
             first_failure,
+            coverage: SweepCoverage::default(),
         }
     }
 

@@ -23,11 +23,13 @@ use commitgap::receiver::WebhookDelivery;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SimConfig, Workload};
+use crate::coverage::Situation;
 use crate::db::{Backend, Database};
 use crate::faults::{self, Attack, FaultAction, FaultModel, ProcessRole};
 use crate::invariants::{self, CommitRecord, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
+use crate::sender::EventState;
 use crate::sim_env::SimEnv;
 use crate::system::{ObservedRow, OrderStatus, System};
 use crate::trace::format_time_ms;
@@ -90,6 +92,8 @@ pub struct RunOutcome {
     pub failure: Option<Failure>,
     /// How often each fault model fired.
     pub faults_fired: BTreeMap<String, u64>,
+    /// How often each interesting situation was reached (see `coverage`), only those reached.
+    pub situations: BTreeMap<String, u64>,
     /// The fault decisions that mattered, in order.
     pub fault_log: Vec<String>,
     /// Every trace line, if they were kept.
@@ -209,6 +213,7 @@ impl Simulation {
                 fault_models.push((kind.build)(settings, rng)?);
             }
         }
+        let mut reshaped = Vec::new();
         let workload = if !shape_workload {
             workload
         } else {
@@ -218,7 +223,22 @@ impl Simulation {
                 fixtures, mut events, ..
             } = workload;
             for fault in fault_models.iter_mut() {
+                // Extra deliveries are counted when they go out; what a model changes here is
+                // counted now, as the events it delayed, fanned out or added.
+                let before: Vec<(i64, u32)> = events
+                    .iter()
+                    .map(|event| (event.deliver_at_ms, event.subscriptions))
+                    .collect();
                 fault.shape_workload(&mut events, &context);
+                let changed = before
+                    .iter()
+                    .zip(&events)
+                    .filter(|(before, event)| **before != (event.deliver_at_ms, event.subscriptions))
+                    .count();
+                let added = events.len().saturating_sub(before.len());
+                if changed + added > 0 {
+                    reshaped.push((fault.name(), (changed + added) as u64));
+                }
             }
             Workload::new(fixtures, events)
         };
@@ -235,6 +255,9 @@ impl Simulation {
             scripted,
             decider,
         );
+        for (fault, events) in reshaped {
+            world.record_reshaping(fault, events);
+        }
         let diffs = world
             .view
             .apply(&*system, &world.observed_tables, setup_changes)?;
@@ -414,8 +437,10 @@ impl Simulation {
     pub(crate) fn run_item(&mut self, item: Item) -> Result<StepOutcome, String> {
         let actor = {
             let mut world = self.world.borrow_mut();
+            let world = &mut *world;
             world.step += 1;
             world.line.clear();
+            world.record_forgotten_keys();
             match item {
                 Item::Task(task) => world.tasks[&task].process_id.clone(),
                 Item::Event(event) => match &world.events[&event] {
@@ -527,6 +552,9 @@ impl Simulation {
             let mut world = self.world.borrow_mut();
             let process_id = world.processes[process].id.clone();
             let (tasks, open_transactions) = world.crash_process(process);
+            if open_transactions > 0 {
+                world.probes.reach(Situation::CrashInsideTransaction);
+            }
             let restart_at_ms = world.now_ms + if world.healed { 0 } else { restart_after_ms };
             world.schedule_event(restart_at_ms, WorldEvent::Restart { process });
             let what = format!(
@@ -600,6 +628,9 @@ impl Simulation {
         let system = Arc::clone(&self.system);
         let world = Rc::clone(&self.world);
         let commits_after_answer = system.commits_after_answer();
+        self.world
+            .borrow_mut()
+            .handler_starting(delivery, &account, &event_id);
         let kind = TaskKind::Handler {
             delivery,
             account,
@@ -713,12 +744,22 @@ impl Simulation {
                 let alive =
                     world.processes[process].up && world.processes[process].incarnation == incarnation;
                 match delivery {
-                    _ if !alive => world.note("answer lost: the receiver crashed before writing it"),
+                    _ if !alive => {
+                        world.note("answer lost: the receiver crashed before writing it");
+                        if let Some(delivery) = delivery
+                            && answer.is_success()
+                        {
+                            world.success_not_settled(delivery);
+                        }
+                    }
                     None => world.note("answer written (no sender waits for it)"),
                     Some(delivery) if world.webhook_answer_dropped() => {
                         let what = format!("answer {answer} to stream {} lost", delivery.stream);
                         world.note(&what);
                         world.record_fault("lost-ack", &what);
+                        if answer.is_success() {
+                            world.success_not_settled(delivery);
+                        }
                     }
                     Some(delivery) => {
                         let at_ms = world.now_ms + world.network_latency_ms();
@@ -755,7 +796,14 @@ impl Simulation {
                                 World::duration(next_ms - now_ms)
                             ));
                         }
+                        if success && world.sender.stream(stream).state != EventState::Acknowledged {
+                            // The attempt had timed out: the sender retries committed work.
+                            world.success_not_settled(delivery);
+                        }
                     }
+                }
+                if world.sender.stream(stream).state == EventState::Acknowledged {
+                    world.probes.stream_settled(stream);
                 }
                 world.note(&text);
                 Ok(())
@@ -1032,6 +1080,7 @@ impl Simulation {
                 .view
                 .apply(&*self.system, &world.observed_tables, commit.changes)?;
             record_history(&mut world.history, &commit.process_id, &diffs);
+            world.probes.committed(&commit.process_id, &diffs);
             world.step_record.commits.push(CommitRecord {
                 process_id: commit.process_id,
                 hostile: commit.hostile,
@@ -1098,6 +1147,7 @@ impl Simulation {
             digest,
             failure,
             faults_fired: world.fault_counts.clone(),
+            situations: world.probes.reached(),
             fault_log: world.fault_log.clone(),
             trace,
             effects: world.provider.effects().len(),

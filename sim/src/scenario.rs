@@ -8,6 +8,7 @@
 //! fault model runs unless the test injects it. Safety invariants are checked after every step
 //! and every violation is kept, so a test can assert that none happened.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use commitgap::env::Row;
@@ -16,6 +17,7 @@ use commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap::relay::RelaySettings;
 
 use crate::config::{EventSpec, SimConfig, Workload};
+use crate::coverage::Situation;
 use crate::db::Backend;
 use crate::faults::ProcessRole;
 use crate::provider::Effect;
@@ -372,6 +374,16 @@ impl Scenario {
     /// Virtual milliseconds since the scenario started.
     pub fn now_ms(&self) -> i64 {
         self.simulation.world.borrow().now_ms
+    }
+
+    /// How often `situation` was reached so far (see `coverage`).
+    pub fn situation_count(&self, situation: Situation) -> u64 {
+        self.simulation.world.borrow().probes.count(situation)
+    }
+
+    /// Every situation reached so far, by name.
+    pub fn situations(&self) -> BTreeMap<String, u64> {
+        self.simulation.world.borrow().probes.reached()
     }
 
     /// The trace so far, one line per step.

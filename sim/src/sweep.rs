@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::coverage::SweepCoverage;
 use crate::db::Backend;
 use crate::run::{RunOptions, RunOutcome, run_seed};
 use crate::system::System;
@@ -273,6 +274,9 @@ pub struct SweepReport {
     pub digests: Vec<(u64, String)>,
     /// The first failing seed in seed order, if any seed failed.
     pub first_failure: Option<FirstFailure>,
+    /// How often each fault model fired and each situation was reached, over every seed that
+    /// ran (the first run of each, with the determinism check on).
+    pub coverage: SweepCoverage,
 }
 
 impl SweepReport {
@@ -366,6 +370,7 @@ pub fn sweep_with_limits(
         wall: started.elapsed(),
         digests: Vec::new(),
         first_failure: None,
+        coverage: SweepCoverage::default(),
     };
     for result in results {
         match result {
@@ -373,6 +378,7 @@ pub fn sweep_with_limits(
                 report
                     .digests
                     .push((result.outcome.seed, result.outcome.digest.clone()));
+                report.coverage.add(&result.outcome);
                 if result.failed() {
                     report.failures.push(result);
                 }

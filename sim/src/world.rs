@@ -16,13 +16,14 @@ use commitgap::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderR
 use commitgap::receiver::Answer;
 
 use crate::config::{SimConfig, Workload};
+use crate::coverage::{Probes, Situation};
 use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
 use crate::faults::{self, FaultAction, FaultModel, PendingOp, ProcessRole};
 use crate::invariants::{AnswerRecord, History, ReplyRecord, RequestRecord, StepRecord};
-use crate::provider::ProviderModel;
+use crate::provider::{ProviderModel, Quirk};
 use crate::rng::SimRng;
 use crate::schedule::Decider;
-use crate::sender::Sender;
+use crate::sender::{EventState, Sender};
 use crate::trace::{Trace, describe_reply, describe_statement, format_duration_ms, format_time_ms};
 use crate::view::DbView;
 
@@ -226,6 +227,8 @@ pub struct World {
     pub faults: Vec<Box<dyn FaultModel>>,
     pub fault_counts: BTreeMap<String, u64>,
     pub fault_log: Vec<String>,
+    /// How often each interesting situation was reached; an observer that changes nothing.
+    pub probes: Probes,
     pub healed: bool,
     pub view: DbView,
     pub history: History,
@@ -316,6 +319,7 @@ impl World {
             faults,
             fault_counts: BTreeMap::new(),
             fault_log: Vec::new(),
+            probes: Probes::default(),
             healed: false,
             view: DbView::default(),
             history: History::default(),
@@ -687,10 +691,12 @@ impl World {
             let result = Err(DbError::Busy);
             describe_statement(&mut self.line, sql, params, &result);
             self.line.push_str(" (injected)");
+            self.observe_statement(task, sql, params, &result);
             return result;
         }
         let (result, committed) = self.db.run(connection, sql, params, wants_rows);
         describe_statement(&mut self.line, sql, params, &result);
+        self.observe_statement(task, sql, params, &result);
         if let Ok(StatementOutput::Rows(rows)) = &result
             && rows.len() > 1
             && !sql.to_ascii_uppercase().contains("ORDER BY")
@@ -719,6 +725,32 @@ impl World {
             });
         }
         result
+    }
+
+    /// Counts the situations a statement's result shows: a BEGIN refused as busy, and a
+    /// lease-guarded update that a stale token made change nothing. Only the rare results are
+    /// looked at further, so the common statement costs one match.
+    fn observe_statement(
+        &mut self,
+        task: TaskId,
+        sql: &str,
+        params: &[Value],
+        result: &Result<StatementOutput, DbError>,
+    ) {
+        match result {
+            Err(DbError::Busy) if PendingOp::of_sql(sql) == PendingOp::Begin => {
+                self.probes.reach(Situation::BusyOnBegin);
+            }
+            Ok(StatementOutput::Changed(0)) => {
+                let process_id = &self.tasks[&task].process_id;
+                self.probes.changed_nothing(process_id, sql, params, &self.view);
+            }
+            Ok(StatementOutput::Rows(rows)) if rows.is_empty() => {
+                let process_id = &self.tasks[&task].process_id;
+                self.probes.changed_nothing(process_id, sql, params, &self.view);
+            }
+            _ => {}
+        }
     }
 
     fn task_connection(&mut self, task: TaskId) -> Result<ConnectionId, DbError> {
@@ -892,8 +924,36 @@ impl World {
         }
         let handled = self.provider.handle(request, now_ms, conditions, || forget_at_ms);
         let key = request.idempotency_key();
+        if let (Some(at_ms), ProviderRequest::Send { payload, .. }) = (forget_at_ms, request)
+            && self.provider.forgets_at_ms(key) == Some(at_ms)
+        {
+            // Keys are stored once per lifetime, so parsing the payload here is rare.
+            let operation = FulfillmentPayload::parse(payload)
+                .map(|payload| payload.operation_key())
+                .unwrap_or_default();
+            self.probes.key_stored(at_ms, key, operation);
+        }
         if handled.key_was_forgotten {
-            self.record_fault("key-expiry", &format!("provider had forgotten key {key}"));
+            // The key-expiry fault fired when the key was forgotten (see `record_forgotten_keys`);
+            // this is its consequence, kept for the seed file.
+            self.log_fault(&format!("provider had forgotten key {key}"));
+        }
+        if let Some(quirk) = handled.quirk {
+            let (fault, what) = match quirk {
+                Quirk::CachedError => (
+                    "sticky-error",
+                    format!("provider replayed the 5xx cached under key {key}"),
+                ),
+                Quirk::Locked => (
+                    "provider-conflict",
+                    format!("provider answered 409: key {key} is locked after acting"),
+                ),
+                Quirk::LenientReplay => (
+                    "payload-mismatch",
+                    format!("provider replayed key {key} for a different payload"),
+                ),
+            };
+            self.record_fault(fault, &what);
         }
         if conditions.fail_before_acting && handled.result.is_err() {
             self.record_fault(
@@ -944,6 +1004,11 @@ impl World {
             };
             self.step_record.replies.push(record);
         }
+        match &reply {
+            Ok(ProviderReply::Conflict) => self.probes.reach(Situation::ProviderConflict409),
+            Ok(ProviderReply::Found { .. }) => self.probes.reach(Situation::ReconciledByLookup),
+            _ => {}
+        }
         let what = match &reply {
             Ok(reply) => format!("reply {}", describe_reply(reply)),
             Err(error) => format!("reply error: {error}"),
@@ -951,6 +1016,46 @@ impl World {
         // A note, so that a fault noted earlier in the step stays a separate part of the line.
         self.note(&what);
         reply
+    }
+
+    /// A 2xx answer to `delivery` will never settle its stream: it was lost, never written, or
+    /// reached the sender after the attempt had timed out. If the sender was waiting for it and
+    /// the event's receipt had committed, the stream's next delivery is a retry of committed
+    /// work, which the probes count when it starts.
+    pub fn success_not_settled(&mut self, delivery: DeliveryRef) {
+        let stream = self.sender.stream(delivery.stream);
+        let awaited = match delivery.kind {
+            DeliveryKind::Scheduled => true,
+            // Outside the schedule, only a manual redelivery of a stream that gave up is awaited.
+            DeliveryKind::Extra => stream.state == EventState::GaveUp,
+            DeliveryKind::Copy => false,
+        };
+        if !awaited || stream.state == EventState::Acknowledged {
+            return;
+        }
+        let event = &self.workload.events[stream.event];
+        let committed = self
+            .history
+            .ever_received
+            .contains(&(event.account.clone(), event.event_id.clone()));
+        if committed {
+            self.probes.success_not_settled(delivery.stream);
+        }
+    }
+
+    /// A handler is about to start for `(account, event_id)`: counts a duplicate that overlaps
+    /// a handler still running for the same event, and the retries and redeliveries it
+    /// completes. The scan covers the live tasks, a few dozen at most, once per delivery.
+    pub fn handler_starting(&mut self, delivery: Option<DeliveryRef>, account: &str, event_id: &str) {
+        let overlapping = self.tasks.values().any(|state| {
+            matches!(&state.kind, TaskKind::Handler { account: other_account, event_id: other_event, .. }
+                if other_account == account && other_event == event_id)
+        });
+        if overlapping {
+            self.probes.reach(Situation::ConcurrentDuplicateDelivery);
+        }
+        self.probes
+            .delivery_started(delivery.map(|delivery| delivery.stream), account, event_id);
     }
 
     /// A handler finished: record its answer and put it on the wire.
@@ -1004,6 +1109,21 @@ impl World {
     /// Counts a fault firing and keeps it for the seed file.
     pub fn record_fault(&mut self, fault: &str, what: &str) {
         *self.fault_counts.entry(fault.to_owned()).or_default() += 1;
+        self.log_fault(what);
+    }
+
+    /// Counts the keys the provider has forgotten since the previous step: each is the
+    /// key-expiry fault firing, at the time it set when the key was stored. The provider's store
+    /// forgets lazily, when the key is next sent; this only records the moment, before every
+    /// step, whether or not anyone sends the key again, and leaves the store untouched.
+    pub fn record_forgotten_keys(&mut self) {
+        for key in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
+            self.record_fault("key-expiry", &format!("provider forgot key {key}"));
+        }
+    }
+
+    /// Keeps a fault decision, or its consequence, for the seed file.
+    pub fn log_fault(&mut self, what: &str) {
         if self.fault_log.len() < FAULT_LOG_MAX {
             self.fault_log.push(format!(
                 "step {} {}: {what}",
@@ -1011,6 +1131,13 @@ impl World {
                 format_time_ms(self.now_ms)
             ));
         }
+    }
+
+    /// Counts `events` events that fault model `fault` reshaped before the run (delayed, fanned out
+    /// or added): such a model acts only then, so this is when it fires.
+    pub fn record_reshaping(&mut self, fault: &str, events: u64) {
+        *self.fault_counts.entry(fault.to_owned()).or_default() += events;
+        self.log_fault(&format!("{fault} reshaped {events} events before the run"));
     }
 
     /// Where one delivery goes: lost on the way, refused (no receiver up), or to a receiver

@@ -234,7 +234,19 @@ fn a_passing_sweep_exits_0_and_replay_by_seed_works() {
         directory.to_str().unwrap(),
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
-    assert!(stdout(&output).starts_with("sweep: 4 seeds, 0 failures"));
+    let text = stdout(&output);
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("sweep: 4 seeds, 0 failures"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .all(|line| line.starts_with("coverage: ") || line.starts_with("sweep: ")),
+        "a passing sweep prints its coverage and its summary, nothing else: {text}"
+    );
     assert_eq!(
         std::fs::read_dir(&directory).unwrap().count(),
         0,
@@ -243,6 +255,140 @@ fn a_passing_sweep_exits_0_and_replay_by_seed_works() {
     let replay = commitgap(&["replay", "--seed", "3"]);
     assert_eq!(replay.status.code(), Some(0));
     assert!(stdout(&replay).contains("passed every invariant"));
+}
+
+#[test]
+fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() {
+    let directory = scratch("coverage");
+    let json_path = directory.join("sweep.json");
+    let output = commitgap(&[
+        "sweep",
+        "--system",
+        "check-then-insert",
+        "--seeds",
+        "3",
+        "--no-shrink",
+        "--seeds-dir",
+        directory.join("seeds").to_str().unwrap(),
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    let position = |prefix: &str| {
+        lines
+            .iter()
+            .position(|line| line.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starts with {prefix:?}: {text}"))
+    };
+    let fired = position("coverage: faults fired: ");
+    let situations = position("coverage: situations: ");
+    let corpus = position("corpus: ");
+    let last_failure = lines
+        .iter()
+        .rposition(|line| line.trim_start().starts_with("replay: "))
+        .unwrap();
+    assert!(
+        last_failure < fired && fired < situations && situations < corpus,
+        "coverage comes after the failures and before the corpus line: {text}"
+    );
+    assert!(
+        lines[lines.len() - 2].starts_with("first failure: seed "),
+        "{text}"
+    );
+    assert!(lines[lines.len() - 1].starts_with("sweep: 3 seeds, "), "{text}");
+    for kind in commitgap_sim::faults::registry() {
+        assert!(
+            lines[fired].contains(&format!(" {} ", kind.name)),
+            "every fault model is listed, fired or not: {}",
+            lines[fired]
+        );
+    }
+    for situation in commitgap_sim::coverage::Situation::ALL {
+        assert!(
+            lines[situations].contains(&format!(" {} ", situation.name())),
+            "{}",
+            lines[situations]
+        );
+    }
+
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let coverage = &json["coverage"];
+    assert_eq!(coverage["seeds"], 3);
+    let fired = coverage["faults_fired"].as_object().unwrap();
+    assert_eq!(fired.len(), commitgap_sim::faults::registry().len());
+    assert!(fired["crash"]["count"].is_u64() && fired["crash"]["seeds"].is_u64());
+    let situations = coverage["situations"].as_object().unwrap();
+    assert_eq!(situations.len(), commitgap_sim::coverage::Situation::ALL.len());
+    let never_reached: Vec<&str> = coverage["never_reached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    for (name, tally) in situations {
+        let count = tally["count"].as_u64().unwrap();
+        let seeds = tally["seeds"].as_u64().unwrap();
+        assert!(seeds <= 3 && seeds <= count, "{name}: {tally}");
+        assert_eq!(
+            count == 0,
+            never_reached.contains(&name.as_str()),
+            "{name} is listed as never reached exactly when its count is 0"
+        );
+        assert!(
+            text.contains(&format!(
+                "{name} {count} (in {seeds} seed{})",
+                if seeds == 1 { "" } else { "s" }
+            )),
+            "the printed line and the JSON agree on {name}: {text}"
+        );
+    }
+    assert!(coverage["never_fired"].is_array());
+}
+
+#[test]
+fn a_sweep_that_never_reaches_a_situation_says_so_and_why() {
+    let directory = scratch("coverage-warning");
+    // One seed cannot reach everything.
+    let output = commitgap(&[
+        "sweep",
+        "--seeds",
+        "1",
+        "--seeds-dir",
+        directory.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("coverage: warning: never reached: "))
+        .collect();
+    assert!(!warnings.is_empty(), "{text}");
+    for warning in &warnings {
+        let name = warning
+            .trim_start_matches("coverage: warning: never reached: ")
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(
+            text.contains(&format!("{name} 0 (in 0 seeds)")),
+            "only what was never reached is warned about: {text}"
+        );
+        assert!(
+            warning.ends_with(')') && warning.contains(" ("),
+            "each warning says why: {warning}"
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("coverage: warning: never fired: ")),
+        "one seed leaves some fault models silent: {text}"
+    );
+    assert!(
+        text.lines().last().unwrap().starts_with("sweep: 1 seeds"),
+        "{text}"
+    );
 }
 
 /// The seeds that failed in a `--json` report, with the invariant each failed.

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use commitgap_sim::coverage::SweepCoverage;
 use commitgap_sim::report::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
 use commitgap_sim::sweep::Shard;
 use quick_xml::escape::resolve_predefined_entity;
@@ -259,7 +260,33 @@ fn a_passing_sweep_is_one_passing_test_case() {
         (suite.attribute("tests"), suite.attribute("failures")),
         ("1", "0")
     );
+    let properties: BTreeMap<&str, &str> = suite
+        .only_child("properties")
+        .children_named("property")
+        .into_iter()
+        .map(|property| (property.attribute("name"), property.attribute("value")))
+        .collect();
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let never_reached: Vec<&str> = json["coverage"]["never_reached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    let all = commitgap_sim::coverage::Situation::ALL.len();
+    assert_eq!(
+        properties["coverage_situations_reached"],
+        format!("{} of {all}", all - never_reached.len()),
+        "{properties:?}"
+    );
+    let listed = if never_reached.is_empty() {
+        "none".to_owned()
+    } else {
+        never_reached.join(", ")
+    };
+    assert_eq!(properties["coverage_never_reached"], listed);
+    assert!(properties.contains_key("coverage_faults_never_fired"));
+    assert_eq!(json["coverage"]["seeds"], 2);
     assert_eq!(json["passed"], true);
     assert_eq!(json["seeds_run"], 2);
     assert_eq!(json["shard"]["index"], 2);
@@ -304,6 +331,7 @@ fn text_with_markup_survives_both_reports() {
             seeds_until: 2,
             wall_ms: 10,
         }),
+        coverage: SweepCoverage::default(),
     };
     let root = parse_xml(&junit_report(&summary));
     let suite = root.only_child("testsuite");

@@ -1,0 +1,568 @@
+//! Coverage of the paths worth testing: how often each interesting situation was reached in a
+//! run, and across a sweep, together with how often each fault model fired.
+//!
+//! A passing sweep says little if it never got near the interleavings where the bugs live: a
+//! retry after a lost acknowledgment, a lease taken over under a stalled worker, a redelivery
+//! after its receipt was purged. Like FoundationDB's code probes and Antithesis's "sometimes"
+//! assertions, each [`Situation`] is counted at the moment the world observes it, from what the
+//! world already knows (answers on the wire, committed row changes, statement results, provider
+//! replies, crashes), and a sweep names every situation it never reached and every fault model
+//! that never fired, with the likeliest reason.
+//!
+//! Recording is an observer and nothing more. [`Probes`] must not draw from any random stream,
+//! schedule anything, write to the trace or change any decision, so that every seed's trace
+//! digest stays what it was without it; and it must cost a counter increment, or a small set
+//! insertion, at the moment of observation, never a scan of the database or the trace.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use commitgap::env::Value;
+use serde::Serialize;
+
+use crate::faults;
+use crate::run::RunOutcome;
+use crate::system::{ObligationStatus, ObservedRow, OrderStatus};
+use crate::view::{DbView, RowDiff, operation_of};
+
+/// A situation worth reaching: one step of a path that a bug in a receiver or relay needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Situation {
+    LostAckThenRetry,
+    KeyExpiredWhileOwed,
+    StaleWorkerFencedOut,
+    PurgeThenRedelivery,
+    CrashInsideTransaction,
+    ConcurrentDuplicateDelivery,
+    ProviderConflict409,
+    BusyOnBegin,
+    ReconciledByLookup,
+    RefundBeforePayment,
+}
+
+impl Situation {
+    /// Every situation, in the order reports list them.
+    pub const ALL: [Situation; 10] = [
+        Situation::LostAckThenRetry,
+        Situation::KeyExpiredWhileOwed,
+        Situation::StaleWorkerFencedOut,
+        Situation::PurgeThenRedelivery,
+        Situation::CrashInsideTransaction,
+        Situation::ConcurrentDuplicateDelivery,
+        Situation::ProviderConflict409,
+        Situation::BusyOnBegin,
+        Situation::ReconciledByLookup,
+        Situation::RefundBeforePayment,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Situation::LostAckThenRetry => "lost-ack-then-retry",
+            Situation::KeyExpiredWhileOwed => "key-expired-while-owed",
+            Situation::StaleWorkerFencedOut => "stale-worker-fenced-out",
+            Situation::PurgeThenRedelivery => "purge-then-redelivery",
+            Situation::CrashInsideTransaction => "crash-inside-transaction",
+            Situation::ConcurrentDuplicateDelivery => "concurrent-duplicate-delivery",
+            Situation::ProviderConflict409 => "provider-conflict-409",
+            Situation::BusyOnBegin => "busy-on-begin",
+            Situation::ReconciledByLookup => "reconciled-by-lookup",
+            Situation::RefundBeforePayment => "refund-before-payment",
+        }
+    }
+
+    /// What reaching it means, in one line.
+    pub fn description(self) -> &'static str {
+        match self {
+            Situation::LostAckThenRetry => {
+                "a 2xx answer given after the receiver committed never settled its stream (lost, never written, or too late), and the sender delivered that stream again"
+            }
+            Situation::KeyExpiredWhileOwed => {
+                "the provider forgot an idempotency key while the obligation it was sent for was still owed"
+            }
+            Situation::StaleWorkerFencedOut => {
+                "a relay worker's lease-guarded update carried a token another worker had replaced, and changed nothing"
+            }
+            Situation::PurgeThenRedelivery => "an event was delivered again after its receipt was purged",
+            Situation::CrashInsideTransaction => {
+                "a process crashed while one of its connections had a transaction open"
+            }
+            Situation::ConcurrentDuplicateDelivery => {
+                "a handler started for an event another handler was still processing"
+            }
+            Situation::ProviderConflict409 => {
+                "a relay worker got 409 because the provider was still processing or holding the key"
+            }
+            Situation::BusyOnBegin => "BEGIN failed with SQLITE_BUSY",
+            Situation::ReconciledByLookup => {
+                "a relay worker looked its key up and found the effect it had not been told about"
+            }
+            Situation::RefundBeforePayment => "a refund was applied to an order still awaiting its payment",
+        }
+    }
+
+    /// The fault models that can lead here; empty when ordinary concurrency is enough. A sweep
+    /// uses them to say why a situation was never reached.
+    pub fn needs(self) -> &'static [&'static str] {
+        match self {
+            Situation::LostAckThenRetry => &["lost-ack", "crash", "slow-handler"],
+            Situation::KeyExpiredWhileOwed => &["key-expiry"],
+            Situation::StaleWorkerFencedOut => &["worker-pause", "hung-worker", "clock-jump"],
+            Situation::PurgeThenRedelivery => &["receipt-purge"],
+            Situation::CrashInsideTransaction => &["crash"],
+            Situation::ConcurrentDuplicateDelivery => &[],
+            Situation::ProviderConflict409 => &["provider-conflict", "provider-slow"],
+            Situation::BusyOnBegin => &[],
+            Situation::ReconciledByLookup => &["lost-ack", "provider-slow"],
+            Situation::RefundBeforePayment => &["reorder", "late-delivery"],
+        }
+    }
+
+    /// The situation called `name`.
+    pub fn from_name(name: &str) -> Option<Situation> {
+        Situation::ALL
+            .into_iter()
+            .find(|situation| situation.name() == name)
+    }
+}
+
+/// A lease a worker took and has not yet written under: who took it, on which obligation, with
+/// which token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Claim {
+    /// The business operation its payload names, which is how the view indexes obligations.
+    operation: String,
+    /// The key the system stores the obligation under, to tell two rows of one operation apart.
+    operation_key: String,
+    lease_token: i64,
+}
+
+/// One run's counts, and the little each detection must remember between the events it joins.
+#[derive(Debug, Default)]
+pub struct Probes {
+    counts: [u64; Situation::ALL.len()],
+    /// Sender streams whose 2xx answer, given after the receipt committed, never settled them.
+    unsettled_successes: BTreeSet<usize>,
+    /// `(account, event_id)` of receipts a commit deleted, until the event is delivered again.
+    purged_events: BTreeSet<(String, String)>,
+    /// The lease each process took last and has not written under yet, by process id.
+    claims: BTreeMap<String, Claim>,
+    /// Keys the provider stored with a time to forget them: `(forget at, key, operation)`, in
+    /// the order they will be forgotten. The operation is empty for an unreadable payload.
+    key_expiries: BTreeSet<(i64, String, String)>,
+}
+
+impl Probes {
+    /// Counts one occurrence of `situation`.
+    pub fn reach(&mut self, situation: Situation) {
+        self.counts[situation as usize] += 1;
+    }
+
+    /// How often `situation` was reached so far.
+    pub fn count(&self, situation: Situation) -> u64 {
+        self.counts[situation as usize]
+    }
+
+    /// Every situation reached at least once, by name.
+    pub fn reached(&self) -> BTreeMap<String, u64> {
+        Situation::ALL
+            .into_iter()
+            .filter(|&situation| self.count(situation) > 0)
+            .map(|situation| (situation.name().to_owned(), self.count(situation)))
+            .collect()
+    }
+
+    /// A 2xx answer to a delivery of `stream`, given after the event's receipt committed, will
+    /// never settle the stream.
+    pub fn success_not_settled(&mut self, stream: usize) {
+        self.unsettled_successes.insert(stream);
+    }
+
+    /// The sender acknowledged `stream`: nothing it delivers from now on is a retry.
+    pub fn stream_settled(&mut self, stream: usize) {
+        self.unsettled_successes.remove(&stream);
+    }
+
+    /// A handler starts for `(account, event_id)`, delivered through `stream` if the sender sent
+    /// it. Counts the retries and redeliveries this delivery completes.
+    pub fn delivery_started(&mut self, stream: Option<usize>, account: &str, event_id: &str) {
+        if let Some(stream) = stream
+            && self.unsettled_successes.remove(&stream)
+        {
+            self.reach(Situation::LostAckThenRetry);
+        }
+        // Checked for emptiness first, so that the common case builds no key.
+        if !self.purged_events.is_empty()
+            && self
+                .purged_events
+                .remove(&(account.to_owned(), event_id.to_owned()))
+        {
+            self.reach(Situation::PurgeThenRedelivery);
+        }
+    }
+
+    /// Looks at one commit of `process_id`: purged receipts, leases taken and written under, and
+    /// refunds that overtook their payment.
+    pub fn committed(&mut self, process_id: &str, diffs: &[RowDiff]) {
+        for diff in diffs {
+            match (&diff.before, &diff.after) {
+                (Some(ObservedRow::Receipt(receipt)), None) => {
+                    self.purged_events
+                        .insert((receipt.account.clone(), receipt.event_id.clone()));
+                }
+                (Some(ObservedRow::Obligation(before)), Some(ObservedRow::Obligation(after))) => {
+                    if before.lease_token != after.lease_token {
+                        let claim = Claim {
+                            operation: operation_of(after),
+                            operation_key: after.operation_key.clone(),
+                            lease_token: after.lease_token,
+                        };
+                        self.claims.insert(process_id.to_owned(), claim);
+                    } else if (after.lease_expires_ms.is_none() || after.status != before.status)
+                        && self.claims.get(process_id).is_some_and(|claim| {
+                            claim.lease_token == after.lease_token
+                                && claim.operation_key == after.operation_key
+                        })
+                    {
+                        // The worker released its lease or settled the obligation under it: that
+                        // claim is spent. (Extending the lease keeps it.)
+                        self.claims.remove(process_id);
+                    }
+                }
+                (Some(ObservedRow::Order(before)), Some(ObservedRow::Order(after)))
+                    if before.status == OrderStatus::AwaitingPayment
+                        && after.status == OrderStatus::Refunded =>
+                {
+                    self.reach(Situation::RefundBeforePayment);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A statement of `process_id` changed (or returned) no row. If it was an update carrying
+    /// the token of the lease the process last took, and another worker has since replaced that
+    /// token, the process was fenced out.
+    pub fn changed_nothing(&mut self, process_id: &str, sql: &str, params: &[Value], view: &DbView) {
+        let Some(claim) = self.claims.get(process_id) else {
+            return;
+        };
+        let is_update = sql
+            .trim_start()
+            .get(..6)
+            .is_some_and(|verb| verb.eq_ignore_ascii_case("UPDATE"));
+        if !is_update || !params.contains(&Value::Integer(claim.lease_token)) {
+            return;
+        }
+        let replaced = view
+            .obligations_for(&claim.operation)
+            .find(|obligation| obligation.operation_key == claim.operation_key)
+            .is_some_and(|obligation| obligation.lease_token != claim.lease_token);
+        if replaced {
+            self.claims.remove(process_id);
+            self.reach(Situation::StaleWorkerFencedOut);
+        }
+    }
+
+    /// The provider stored `key`, sent for business operation `operation` (empty if the payload
+    /// named none), and will forget it at `forget_at_ms`.
+    pub fn key_stored(&mut self, forget_at_ms: i64, key: &str, operation: String) {
+        self.key_expiries
+            .insert((forget_at_ms, key.to_owned(), operation));
+    }
+
+    /// Called before each step: returns the keys the provider forgot by `now_ms`. They were
+    /// forgotten since the previous step, when the committed rows were what `view` holds now,
+    /// so an obligation owed in the view was owed at that moment. The common case, nothing
+    /// forgotten, costs one comparison and allocates nothing.
+    pub fn keys_forgotten_by(&mut self, now_ms: i64, view: &DbView) -> Vec<String> {
+        let mut forgotten = Vec::new();
+        while let Some((forget_at_ms, _, _)) = self.key_expiries.first() {
+            if *forget_at_ms > now_ms {
+                break;
+            }
+            let (_, key, operation) = self.key_expiries.pop_first().expect("checked above");
+            if view
+                .obligations_for(&operation)
+                .any(|obligation| obligation.status == ObligationStatus::Owed)
+            {
+                self.reach(Situation::KeyExpiredWhileOwed);
+            }
+            forgotten.push(key);
+        }
+        forgotten
+    }
+}
+
+/// How often something happened across a sweep: in all, and in how many seeds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub count: u64,
+    pub seeds: u64,
+}
+
+impl Tally {
+    fn add(&mut self, count: u64) {
+        if count > 0 {
+            self.count += count;
+            self.seeds += 1;
+        }
+    }
+}
+
+/// How often one fault model fired across a sweep, and in how many seeds it was on at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FaultTally {
+    pub count: u64,
+    pub seeds: u64,
+    pub on_in_seeds: u64,
+}
+
+/// A sweep's coverage: every registered fault model and every situation, reached or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepCoverage {
+    /// Seeds whose outcome was added.
+    pub seeds: u64,
+    pub faults_fired: BTreeMap<String, FaultTally>,
+    pub situations: BTreeMap<String, Tally>,
+}
+
+impl Default for SweepCoverage {
+    /// Nothing added yet: every fault model and every situation at zero, so that a report names
+    /// what never happened as well as what did.
+    fn default() -> SweepCoverage {
+        SweepCoverage {
+            seeds: 0,
+            faults_fired: faults::registry()
+                .into_iter()
+                .map(|kind| (kind.name.to_owned(), FaultTally::default()))
+                .collect(),
+            situations: Situation::ALL
+                .into_iter()
+                .map(|situation| (situation.name().to_owned(), Tally::default()))
+                .collect(),
+        }
+    }
+}
+
+impl SweepCoverage {
+    /// Adds one seed's outcome.
+    pub fn add(&mut self, outcome: &RunOutcome) {
+        self.seeds += 1;
+        for (name, settings) in &outcome.config.faults {
+            // A model without an on/off switch is on whenever it is configured.
+            let on = settings
+                .get("enabled")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(true);
+            if on {
+                self.faults_fired.entry(name.clone()).or_default().on_in_seeds += 1;
+            }
+        }
+        for (name, &count) in &outcome.faults_fired {
+            let tally = self.faults_fired.entry(name.clone()).or_default();
+            if count > 0 {
+                tally.count += count;
+                tally.seeds += 1;
+            }
+        }
+        for (name, &count) in &outcome.situations {
+            self.situations.entry(name.clone()).or_default().add(count);
+        }
+    }
+
+    /// The fault models in registry order, then any others the runs reported.
+    fn fault_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = faults::registry()
+            .into_iter()
+            .map(|kind| kind.name.to_owned())
+            .collect();
+        for name in self.faults_fired.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+
+    fn fault(&self, name: &str) -> FaultTally {
+        self.faults_fired.get(name).copied().unwrap_or_default()
+    }
+
+    fn situation(&self, situation: Situation) -> Tally {
+        self.situations.get(situation.name()).copied().unwrap_or_default()
+    }
+
+    /// The situations no seed reached, in report order.
+    pub fn never_reached(&self) -> Vec<&'static str> {
+        Situation::ALL
+            .into_iter()
+            .filter(|&situation| self.situation(situation).count == 0)
+            .map(Situation::name)
+            .collect()
+    }
+
+    /// The fault models that fired in no seed, in registry order.
+    pub fn never_fired(&self) -> Vec<String> {
+        self.fault_names()
+            .into_iter()
+            .filter(|name| self.fault(name).count == 0)
+            .collect()
+    }
+
+    /// The block `sweep` prints: what fired, what was reached, and a warning for each fault
+    /// model that never fired and each situation never reached.
+    pub fn lines(&self) -> Vec<String> {
+        let fired: Vec<String> = self
+            .fault_names()
+            .iter()
+            .map(|name| format!("{name} {}", self.fault(name).count))
+            .collect();
+        let reached: Vec<String> = Situation::ALL
+            .into_iter()
+            .map(|situation| {
+                let tally = self.situation(situation);
+                format!(
+                    "{} {} (in {} seed{})",
+                    situation.name(),
+                    tally.count,
+                    tally.seeds,
+                    if tally.seeds == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        let mut lines = vec![
+            format!("coverage: faults fired: {}", fired.join(", ")),
+            format!("coverage: situations: {}", reached.join(", ")),
+        ];
+        lines.extend(
+            self.warnings()
+                .into_iter()
+                .map(|warning| format!("coverage: warning: {warning}")),
+        );
+        lines
+    }
+
+    /// One sentence for each situation never reached and each fault model that never fired,
+    /// saying why where the counts tell.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = Situation::ALL
+            .into_iter()
+            .filter(|&situation| self.situation(situation).count == 0)
+            .map(|situation| {
+                format!(
+                    "never reached: {} ({})",
+                    situation.name(),
+                    self.why_never_reached(situation)
+                )
+            })
+            .collect();
+        for name in self.never_fired() {
+            let on = self.fault(&name).on_in_seeds;
+            let why = if on == 0 {
+                "it was off in every seed".to_owned()
+            } else {
+                format!(
+                    "it was on in {on} of {} seeds and never acted: too rare at the rates drawn, or what it acts on never happened",
+                    self.seeds
+                )
+            };
+            // The model's own description says what it acts on, which is usually the reason:
+            // payload-mismatch, for one, only acts when a relay reuses a key with a new payload,
+            // which a correct relay never does.
+            let acts_on = faults::kind(&name)
+                .map(|kind| format!("{}; ", kind.description))
+                .unwrap_or_default();
+            warnings.push(format!("never fired: {name} ({acts_on}{why})"));
+        }
+        warnings
+    }
+
+    fn why_never_reached(&self, situation: Situation) -> String {
+        let needs = situation.needs();
+        if needs.is_empty() {
+            return "no fault model is needed for it, yet no run got there".to_owned();
+        }
+        let fired: Vec<String> = needs
+            .iter()
+            .filter(|name| self.fault(name).count > 0)
+            .map(|name| {
+                let tally = self.fault(name);
+                format!(
+                    "{name} fired {} time{} in {} seed{}",
+                    tally.count,
+                    if tally.count == 1 { "" } else { "s" },
+                    tally.seeds,
+                    if tally.seeds == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        if !fired.is_empty() {
+            return format!("{}, but never led there", fired.join(", "));
+        }
+        let on: u64 = needs.iter().map(|name| self.fault(name).on_in_seeds).sum();
+        let silent = match needs {
+            [only] => format!("the {only} fault fired 0 times"),
+            _ => format!("none of {} fired", needs.join(", ")),
+        };
+        if on == 0 {
+            let it = if needs.len() == 1 { "it was" } else { "they were" };
+            format!("{silent}; {it} off in every seed")
+        } else {
+            silent
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_needs_name_registered_fault_models() {
+        let names: BTreeSet<&str> = Situation::ALL.into_iter().map(Situation::name).collect();
+        assert_eq!(names.len(), Situation::ALL.len());
+        for situation in Situation::ALL {
+            assert_eq!(Situation::from_name(situation.name()), Some(situation));
+            for fault in situation.needs() {
+                assert!(faults::kind(fault).is_some(), "{}: {fault}", situation.name());
+            }
+        }
+    }
+
+    #[test]
+    fn warnings_say_why_a_situation_was_never_reached() {
+        let mut coverage = SweepCoverage {
+            seeds: 3,
+            ..SweepCoverage::default()
+        };
+        coverage.faults_fired.get_mut("crash").unwrap().on_in_seeds = 2;
+        let warnings = coverage.warnings();
+        assert!(
+            warnings.contains(
+                &"never reached: crash-inside-transaction (the crash fault fired 0 times)".to_owned()
+            ),
+            "{warnings:#?}"
+        );
+        assert!(
+            warnings.contains(
+                &"never reached: purge-then-redelivery (the receipt-purge fault fired 0 times; it was off in every seed)"
+                    .to_owned()
+            ),
+            "{warnings:#?}"
+        );
+        coverage.faults_fired.get_mut("crash").unwrap().count = 4;
+        coverage.faults_fired.get_mut("crash").unwrap().seeds = 1;
+        assert!(
+            coverage.warnings().contains(
+                &"never reached: crash-inside-transaction (crash fired 4 times in 1 seed, but never led there)"
+                    .to_owned()
+            ),
+            "{:#?}",
+            coverage.warnings()
+        );
+        assert!(
+            coverage
+                .warnings()
+                .contains(&"never fired: lost-ack (a webhook answer or a provider reply is lost after the work was done; it was off in every seed)".to_owned())
+        );
+    }
+}
