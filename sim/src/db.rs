@@ -16,6 +16,14 @@
 //! while every process is crashed. Every connection has a busy timeout of zero: `SQLITE_BUSY` is a
 //! result the code under test must handle, never a real wait. Nothing here may block, sleep or
 //! read the clock.
+//!
+//! On request ([`Database::record_sql`]) the database also writes down everything the processes
+//! did to SQLite, in order: each statement with its connection, parameters and result, each
+//! rollback of a transaction a task left open, and each connection a crash closed. `bench` replays
+//! that record on a bare database to measure what SQLite alone costs. The record is kept here,
+//! where statements reach SQLite, so that nothing reaches SQLite unrecorded; statements a fault
+//! failed with an injected `SQLITE_BUSY` never reach it and are not recorded. Recording is off
+//! unless asked for and then costs one branch per statement.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,6 +82,48 @@ pub enum StatementOutput {
     Rows(Vec<Row>),
 }
 
+/// One thing a simulated process did to SQLite, as recorded for a replay on a bare database.
+/// A connection opens at its first statement, as in the run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlOp {
+    Statement(RecordedStatement),
+    /// A task ended with a transaction open and its connection rolled it back.
+    RollBack(ConnectionId),
+    /// A crash closed the connection, rolling back whatever it had open.
+    Close(ConnectionId),
+}
+
+/// One statement as a process ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedStatement {
+    pub connection: ConnectionId,
+    pub sql: String,
+    pub params: Vec<Value>,
+    /// Whether the caller read rows (a query) or a change count (an execute).
+    pub wants_rows: bool,
+    pub result: StatementResult,
+}
+
+/// What a statement returned, reduced to what a faithful replay must reproduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementResult {
+    Changed(usize),
+    Rows(usize),
+    Busy,
+    Failed,
+}
+
+impl StatementResult {
+    pub fn of(result: &Result<StatementOutput, DbError>) -> StatementResult {
+        match result {
+            Ok(StatementOutput::Changed(count)) => StatementResult::Changed(*count),
+            Ok(StatementOutput::Rows(rows)) => StatementResult::Rows(rows.len()),
+            Err(DbError::Busy) => StatementResult::Busy,
+            Err(_) => StatementResult::Failed,
+        }
+    }
+}
+
 /// Changes captured by a connection's hooks, waiting for the end of the transaction.
 #[derive(Default)]
 struct Capture {
@@ -117,6 +167,8 @@ pub struct Database {
     capture_sql: String,
     connections: BTreeMap<ConnectionId, SimConnection>,
     next_connection: ConnectionId,
+    /// Everything done to SQLite on process connections, while recording (see [`SqlOp`]).
+    sql_log: Option<Vec<SqlOp>>,
     // Declared last so it closes last: the memdb store lives as long as one connection does.
     anchor: Connection,
 }
@@ -155,6 +207,7 @@ impl Database {
             capture_sql: String::new(),
             connections: BTreeMap::new(),
             next_connection: 0,
+            sql_log: None,
             anchor,
         })
     }
@@ -225,6 +278,22 @@ impl Database {
         Ok(rows)
     }
 
+    /// Starts writing down every statement, rollback and close on process connections.
+    pub fn record_sql(&mut self) {
+        self.sql_log.get_or_insert_with(Vec::new);
+    }
+
+    /// What was recorded since [`Database::record_sql`], or `None` if nothing was.
+    pub fn take_sql_log(&mut self) -> Option<Vec<SqlOp>> {
+        self.sql_log.take()
+    }
+
+    /// A new connection to this database without change capture: no triggers, no hooks, the
+    /// same flags and busy timeout as a process connection. For a replay on a bare database.
+    pub fn open_bare(&self) -> Result<Connection, DbError> {
+        open_raw(&self.uri)
+    }
+
     /// Opens a new connection with change capture.
     pub fn open(&mut self) -> Result<ConnectionId, DbError> {
         let mut connection = open_raw(&self.uri)?;
@@ -291,6 +360,15 @@ impl Database {
             // A failed statement undoes its own changes (the default ON CONFLICT ABORT).
             slot.capture.lock().expect("capture lock").changes.truncate(mark);
         }
+        if let Some(log) = &mut self.sql_log {
+            log.push(SqlOp::Statement(RecordedStatement {
+                connection: id,
+                sql: sql.to_owned(),
+                params: params.to_vec(),
+                wants_rows,
+                result: StatementResult::of(&result),
+            }));
+        }
         let committed = self.take_committed_after(id, result.is_ok());
         (result, committed)
     }
@@ -324,6 +402,9 @@ impl Database {
             // ROLLBACK cannot fail on an open transaction we own; if it did, closing the
             // connection later rolls back anyway.
             let _ = slot.connection.execute_batch("ROLLBACK");
+            if let Some(log) = &mut self.sql_log {
+                log.push(SqlOp::RollBack(id));
+            }
         }
         let mut capture = slot.capture.lock().expect("capture lock");
         capture.changes.clear();
@@ -338,7 +419,19 @@ impl Database {
         };
         let was_open = !slot.connection.is_autocommit();
         drop(slot.connection);
+        if let Some(log) = &mut self.sql_log {
+            log.push(SqlOp::Close(id));
+        }
         was_open
+    }
+
+    /// Closes every process connection, as if every process crashed at once: SQLite rolls back
+    /// whatever they had open, and only committed rows remain.
+    pub fn close_all(&mut self) {
+        let ids: Vec<ConnectionId> = self.connections.keys().copied().collect();
+        for id in ids {
+            self.close(id);
+        }
     }
 
     /// Reads through the anchor connection, outside every simulated process (for tests and

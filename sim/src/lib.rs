@@ -32,10 +32,13 @@
 //! - [`corpus`]: the seed directory, kept to the shortest file per distinct failure.
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
+//! - [`bench`]: the simulator's speed and memory, and its cost against SQLite replaying the same
+//!   statements on a bare database.
 //! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
 //! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
 //! - [`cli`]: the command-line program.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod corpus;

@@ -54,6 +54,9 @@ pub struct RunOptions {
     pub record_schedule: bool,
     /// How far ahead a schedule's lines are matched (see [`crate::schedule::DEFAULT_LOOKAHEAD`]).
     pub schedule_lookahead: usize,
+    /// Write down every statement the processes ran on SQLite, for `bench` to replay on a bare
+    /// database. Off in ordinary runs, where it would only cost time and memory.
+    pub record_sql: bool,
 }
 
 impl Default for RunOptions {
@@ -66,6 +69,7 @@ impl Default for RunOptions {
             schedule: None,
             record_schedule: false,
             schedule_lookahead: crate::schedule::DEFAULT_LOOKAHEAD,
+            record_sql: false,
         }
     }
 }
@@ -103,11 +107,31 @@ pub struct RunOutcome {
     pub schedule: Option<Schedule>,
     /// What a scheduled run could not follow: skipped lines and choices that no longer apply.
     pub schedule_report: Vec<String>,
+    /// Every statement the processes ran on SQLite, if [`RunOptions::record_sql`] asked for it.
+    pub sql: Option<RecordedSql>,
+}
+
+/// What a run did to SQLite after set-up, enough to do it again on a bare database: the fixtures
+/// that [`System::set_up`] loads first, then every operation in order.
+#[derive(Debug, Clone)]
+pub struct RecordedSql {
+    pub backend: Backend,
+    pub fixtures: crate::system::Fixtures,
+    pub ops: Vec<crate::db::SqlOp>,
 }
 
 /// Runs `seed` against `system`. `Err` means the run could not be carried out at all (a schema
 /// that does not load, a row the system cannot decode); it is not an invariant failure.
 pub fn run_seed(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Result<RunOutcome, String> {
+    prepare(system, seed, options)?.run()
+}
+
+/// Sets up the run of `seed` that [`run_seed`] carries out, without starting it.
+pub(crate) fn prepare(
+    system: &Arc<dyn System>,
+    seed: u64,
+    options: &RunOptions,
+) -> Result<Simulation, String> {
     let config = match &options.config {
         Some(config) => config.clone(),
         None => {
@@ -140,8 +164,12 @@ pub fn run_seed(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Re
         shape_workload: shape,
         decider,
     };
-    let mut simulation = Simulation::new(Arc::clone(system), seed, config, workload, setup)?;
-    simulation.run()
+    let simulation = Simulation::new(Arc::clone(system), seed, config, workload, setup)?;
+    if options.record_sql {
+        // After set-up, which a replay repeats through the system itself.
+        simulation.world.borrow_mut().db.record_sql();
+    }
+    Ok(simulation)
 }
 
 /// How a simulation is set up, besides its system, seed, configuration and workload.
@@ -283,7 +311,7 @@ impl Simulation {
         })
     }
 
-    fn run(&mut self) -> Result<RunOutcome, String> {
+    pub(crate) fn run(&mut self) -> Result<RunOutcome, String> {
         self.start()?;
         let failure = match self.fault_phase()? {
             Some(failure) => Some(failure),
@@ -1153,6 +1181,11 @@ impl Simulation {
             effects: world.provider.effects().len(),
             schedule,
             schedule_report,
+            sql: world.db.take_sql_log().map(|ops| RecordedSql {
+                backend: world.db.backend(),
+                fixtures: world.workload.fixtures.clone(),
+                ops,
+            }),
         }
     }
 }
