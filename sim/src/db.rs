@@ -1,15 +1,27 @@
 //! The simulated database: one SQLite database shared by every simulated process, each process
 //! with connections of its own, and a record of every committed row change.
 //!
-//! Each connection carries TEMP triggers on every observed table that pass the written row's
-//! values to a Rust function, so the simulator sees every change as it happens. (SQLite's
-//! pre-update hook would do the same, but needs a SQLite built with bindgen and libclang, which a
-//! fresh machine lacks.) Changes wait on their connection until its transaction ends: a commit
-//! hands them to the world, a rollback (explicit, by error, or by closing the connection in a
-//! crash) discards them. The invariants therefore see exactly the committed state without reading
-//! the database back, which would need a lock the processes may be holding. The triggers are
-//! connection-local (TEMP) and leave the shared schema untouched; `recursive_triggers` is on so
-//! that rows deleted by `INSERT OR REPLACE` are seen too.
+//! Every observed table carries triggers that pass the written row's values to a Rust function,
+//! `commitgap_capture`, which each process connection defines for itself, so the simulator sees
+//! every change as it happens and knows which connection made it. (SQLite's pre-update hook would
+//! do the same, but needs a SQLite built with bindgen and libclang, which a fresh machine lacks;
+//! its update hook misses the rows `REPLACE` deletes.) Changes wait on their connection until its
+//! transaction ends: a commit hands them to the world, a rollback (explicit, by error, or by
+//! closing the connection in a crash) discards them. The invariants therefore see exactly the
+//! committed state without reading the database back, which would need a lock the processes may
+//! be holding. `recursive_triggers` is on so that rows deleted by `INSERT OR REPLACE` are seen too.
+//!
+//! The triggers live in the shared schema, created once when set-up ends and named
+//! `commitgap_capture_*`, so a system that lists `sqlite_master` sees them; nothing else of the
+//! system's schema or rows changes. Created per connection as TEMP triggers they took a quarter of
+//! a whole run, because a run opens dozens of connections. For the same reason a closed connection
+//! is not thrown away: its transaction is rolled back, which is all a crash does to the database,
+//! and it waits in a pool for the next process that needs one, under a new identity. A new
+//! connection reads the shared schema before its first statement, which fails with `SQLITE_BUSY`
+//! while another connection holds a lock that keeps readers out; every connection handed out,
+//! new or pooled, reads it then, so opening fails exactly when a fresh connection's first read
+//! would. The one difference a system could see is connection-local state it set up with SQL (TEMP
+//! tables, per-connection PRAGMAs), which survives in the pool; the systems here set none.
 //!
 //! Two backends: the `memdb` VFS (in memory, fast; its lock makes a writer block new readers) and
 //! a WAL file on tmpfs (production locking, slower). An anchor connection keeps the database alive
@@ -76,7 +88,7 @@ pub struct RowChange {
 }
 
 /// What a statement returned.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum StatementOutput {
     Changed(usize),
     Rows(Vec<Row>),
@@ -163,9 +175,9 @@ pub struct Database {
     uri: String,
     file: Option<PathBuf>,
     observed_tables: Vec<String>,
-    /// The TEMP triggers each new connection creates; empty until [`Database::finish_setup`].
-    capture_sql: String,
     connections: BTreeMap<ConnectionId, SimConnection>,
+    /// Closed connections, rolled back and ready to be handed out again (last closed first).
+    pool: Vec<SimConnection>,
     next_connection: ConnectionId,
     /// Everything done to SQLite on process connections, while recording (see [`SqlOp`]).
     sql_log: Option<Vec<SqlOp>>,
@@ -204,8 +216,8 @@ impl Database {
             uri,
             file,
             observed_tables: observed_tables.iter().map(|name| (*name).to_owned()).collect(),
-            capture_sql: String::new(),
             connections: BTreeMap::new(),
+            pool: Vec::new(),
             next_connection: 0,
             sql_log: None,
             anchor,
@@ -246,11 +258,11 @@ impl Database {
                 new_values.push_str(&format!(", NEW.\"{}\"", column.text(0)?));
             }
             capture_sql.push_str(&format!(
-                "CREATE TEMP TRIGGER commitgap_capture_{index}_insert AFTER INSERT ON main.\"{table}\" \
+                "CREATE TRIGGER main.commitgap_capture_{index}_insert AFTER INSERT ON \"{table}\" \
                  BEGIN SELECT commitgap_capture({index}, NULL, NEW.rowid{new_values}); END;\n\
-                 CREATE TEMP TRIGGER commitgap_capture_{index}_update AFTER UPDATE ON main.\"{table}\" \
+                 CREATE TRIGGER main.commitgap_capture_{index}_update AFTER UPDATE ON \"{table}\" \
                  BEGIN SELECT commitgap_capture({index}, OLD.rowid, NEW.rowid{new_values}); END;\n\
-                 CREATE TEMP TRIGGER commitgap_capture_{index}_delete AFTER DELETE ON main.\"{table}\" \
+                 CREATE TRIGGER main.commitgap_capture_{index}_delete AFTER DELETE ON \"{table}\" \
                  BEGIN SELECT commitgap_capture({index}, OLD.rowid, NULL); END;\n"
             ));
             for row in query_rows(
@@ -274,7 +286,15 @@ impl Database {
                 });
             }
         }
-        self.capture_sql = capture_sql;
+        // The anchor writes nothing once processes run, but a write through a connection that
+        // lacks the function the triggers call would fail; one that ignores what it is told keeps
+        // the anchor usable for tests that edit rows between steps.
+        self.anchor
+            .create_scalar_function("commitgap_capture", -1, FunctionFlags::SQLITE_UTF8, |_| {
+                Ok(Value::Null)
+            })?;
+        self.anchor
+            .execute_batch(&format!("BEGIN;\n{capture_sql}COMMIT;"))?;
         Ok(rows)
     }
 
@@ -294,8 +314,17 @@ impl Database {
         open_raw(&self.uri)
     }
 
-    /// Opens a new connection with change capture.
+    /// Opens a new connection with change capture, or hands out a pooled one (see the module
+    /// doc).
     pub fn open(&mut self) -> Result<ConnectionId, DbError> {
+        if let Some(slot) = self.pool.pop() {
+            // What a new connection's first schema read would meet: a shared lock on main.
+            if let Err(error) = read_schema(&slot.connection) {
+                self.pool.push(slot);
+                return Err(DbError::from(error));
+            }
+            return Ok(self.register(slot));
+        }
         let mut connection = open_raw(&self.uri)?;
         let capture = Arc::new(Mutex::new(Capture::default()));
         let function_capture = Arc::clone(&capture);
@@ -320,11 +349,15 @@ impl Database {
             false
         }))?;
         connection.pragma_update(None, "recursive_triggers", true)?;
-        connection.execute_batch(&self.capture_sql)?;
+        read_schema(&connection)?;
+        Ok(self.register(SimConnection { connection, capture }))
+    }
+
+    fn register(&mut self, slot: SimConnection) -> ConnectionId {
         let id = self.next_connection;
         self.next_connection += 1;
-        self.connections.insert(id, SimConnection { connection, capture });
-        Ok(id)
+        self.connections.insert(id, slot);
+        id
     }
 
     /// A process connection, for tests that drive statements by hand.
@@ -418,7 +451,29 @@ impl Database {
             return false;
         };
         let was_open = !slot.connection.is_autocommit();
-        drop(slot.connection);
+        // Rolling back is what closing would do to the database; a connection that cannot roll
+        // back is closed for real, which rolls back all the same.
+        let rolled_back = !was_open || slot.connection.execute_batch("ROLLBACK").is_ok();
+        // A delete of nothing, so that the count of changed rows SQLite reports for statements
+        // that change none, such as BEGIN, is 0 as on a new connection. The empty table is TEMP:
+        // it lives in the connection's own database and takes no lock on the shared one.
+        let reset = rolled_back
+            && slot
+                .connection
+                .execute_batch(
+                    "CREATE TEMP TABLE IF NOT EXISTS commitgap_pool_reset (unused);\n\
+                     DELETE FROM temp.commitgap_pool_reset;",
+                )
+                .is_ok();
+        if reset && slot.connection.is_autocommit() {
+            let mut capture = slot.capture.lock().expect("capture lock");
+            capture.changes.clear();
+            capture.committed = false;
+            drop(capture);
+            self.pool.push(slot);
+        } else {
+            drop(slot);
+        }
         if let Some(log) = &mut self.sql_log {
             log.push(SqlOp::Close(id));
         }
@@ -444,10 +499,16 @@ impl Database {
 impl Drop for Database {
     fn drop(&mut self) {
         self.connections.clear();
+        self.pool.clear();
         if let Some(path) = &self.file {
             remove_database_files(path);
         }
     }
+}
+
+/// Reads the shared schema, as a new connection's first statement does: needs a shared lock.
+fn read_schema(connection: &Connection) -> rusqlite::Result<()> {
+    connection.query_row("SELECT count(*) FROM main.sqlite_master", [], |_| Ok(()))
 }
 
 fn open_raw(uri: &str) -> Result<Connection, DbError> {
@@ -592,6 +653,54 @@ mod tests {
         let (_, committed) = run(&mut database, second, "COMMIT");
         assert_eq!(committed.len(), 1);
         assert_eq!(committed[0].values.as_ref().unwrap()[0], Value::Text("b".into()));
+    }
+
+    #[test]
+    fn a_closed_connection_comes_back_from_the_pool_like_a_new_one() {
+        for backend in [Backend::Memdb, Backend::WalFile] {
+            let (mut database, first, _) = database(backend);
+            run(&mut database, first, "BEGIN IMMEDIATE");
+            run(&mut database, first, "INSERT INTO t VALUES ('a', 1)");
+            assert!(database.close(first));
+            let reused = database.open().unwrap();
+            assert_ne!(reused, first, "a pooled connection gets a new identity");
+            let (begin, _) = database.run(reused, "BEGIN IMMEDIATE", &[], false);
+            assert_eq!(
+                begin.unwrap(),
+                StatementOutput::Changed(0),
+                "{backend:?}: BEGIN reports no changed rows, as on a new connection"
+            );
+            run(&mut database, reused, "INSERT INTO t VALUES ('b', 1)");
+            let (_, committed) = run(&mut database, reused, "COMMIT");
+            let keys: Vec<&Value> = committed
+                .iter()
+                .map(|change| &change.values.as_ref().unwrap()[0])
+                .collect();
+            assert_eq!(
+                keys,
+                vec![&Value::Text("b".into())],
+                "{backend:?}: the crashed transaction's row is neither in the database nor captured"
+            );
+        }
+    }
+
+    #[test]
+    fn opening_a_pooled_connection_fails_when_opening_a_new_one_would() {
+        let (mut database, first, second) = database(Backend::Memdb);
+        database.close(first);
+        run(&mut database, second, "BEGIN EXCLUSIVE");
+        run(&mut database, second, "INSERT INTO t VALUES ('a', 1)");
+        let pooled = database.open().map(|_| ());
+        database.pool.clear();
+        let fresh = database.open().map(|_| ());
+        assert_eq!(
+            pooled,
+            Err(DbError::Busy),
+            "an exclusive writer keeps readers out"
+        );
+        assert_eq!(pooled, fresh);
+        run(&mut database, second, "COMMIT");
+        assert!(database.open().is_ok());
     }
 
     #[test]
