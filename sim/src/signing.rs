@@ -122,7 +122,7 @@ pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: 
             resign(genuine.body[..half].to_vec(), timestamp_s, CURRENT_GENERATION)
         }
         Attack::OversizedBody => resign(
-            with_field("padding", "x".repeat(DEFAULT_BODY_BYTES_MAX).into()),
+            padded(with_field("padding", "".into()), DEFAULT_BODY_BYTES_MAX),
             timestamp_s,
             CURRENT_GENERATION,
         ),
@@ -134,9 +134,40 @@ pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: 
     }
 }
 
+/// `body` with `padding_bytes` of `x` written into its empty `"padding"` field: the bytes
+/// serde_json writes for the padded value, without escaping 64 KiB one character at a time on every
+/// oversized attack. Inside a JSON string a quote is escaped, so `"padding":""` occurs only as the
+/// field itself.
+fn padded(body: Vec<u8>, padding_bytes: usize) -> Vec<u8> {
+    const EMPTY_FIELD: &[u8] = br#""padding":"""#;
+    let Some(at) = body
+        .windows(EMPTY_FIELD.len())
+        .position(|window| window == EMPTY_FIELD)
+    else {
+        return body;
+    };
+    let split = at + EMPTY_FIELD.len() - 1;
+    let mut out = Vec::with_capacity(body.len() + padding_bytes);
+    out.extend_from_slice(&body[..split]);
+    out.resize(split + padding_bytes, b'x');
+    out.extend_from_slice(&body[split..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padding_writes_the_bytes_serde_json_writes() {
+        let body =
+            br#"{"account":"acct-a","note":"a \"padding\":\"\" lookalike","type":"payment.succeeded"}"#;
+        let mut json: serde_json::Value = serde_json::from_slice(body).unwrap();
+        json["padding"] = "".into();
+        let empty = json.to_string().into_bytes();
+        json["padding"] = "x".repeat(300).into();
+        assert_eq!(padded(empty, 300), json.to_string().into_bytes());
+    }
 
     #[test]
     fn the_receiver_holds_the_current_and_previous_secret_but_not_the_retired_one() {
