@@ -345,6 +345,7 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     let limits = SweepLimits {
         shard: args.shard.unwrap_or(Shard::WHOLE),
         time_budget: args.time_budget.map(Duration::from_secs),
+        keep_digests: false,
     };
     let progress = ProgressDisplay::new("sweep", limits.shard.seeds_of(args.seeds));
     let report = sweep_with_limits(&options, &limits, &|state| progress.update(state));
@@ -1076,9 +1077,9 @@ fn run_bench(args: &BenchArgs) -> Result<i32, UsageError> {
         )
     };
     say!(
-        "bench: raw replay: {} statements, rollbacks and closes, {:.2} s summed over jobs (set-up not counted: {:.2} s); {fidelity}",
+        "bench: raw replay: set-up and {} statements, rollbacks and closes, {:.2} s summed over jobs (set-up {:.2} s of it); {fidelity}",
         report.operations,
-        report.replayed.as_secs_f64(),
+        (report.replayed + report.replay_setup).as_secs_f64(),
         report.replay_setup.as_secs_f64()
     );
     for difference in &report.differences {

@@ -110,11 +110,15 @@ impl FromStr for Shard {
 }
 
 /// Which of the range's seeds a sweep runs, beyond [`SweepOptions`]: a shard, and a time budget
-/// after which no new seed is handed out (the seeds already running finish).
+/// after which no new seed is handed out (the seeds already running finish); and whether the
+/// report lists every seed's digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepLimits {
     pub shard: Shard,
     pub time_budget: Option<Duration>,
+    /// Keep every seed's digest in [`SweepReport::digests`]. Off for the command: a sweep of a
+    /// million seeds would hold a million digests for nobody.
+    pub keep_digests: bool,
 }
 
 impl Default for SweepLimits {
@@ -122,6 +126,7 @@ impl Default for SweepLimits {
         SweepLimits {
             shard: Shard::WHOLE,
             time_budget: None,
+            keep_digests: false,
         }
     }
 }
@@ -270,7 +275,8 @@ pub struct SweepReport {
     pub errors: Vec<(u64, String)>,
     pub steps: u64,
     pub wall: Duration,
-    /// Every seed's digest, sorted by seed (for determinism tests).
+    /// Every seed's digest, sorted by seed, when [`SweepLimits::keep_digests`] asked for them
+    /// (determinism tests do); empty otherwise.
     pub digests: Vec<(u64, String)>,
     /// The first failing seed in seed order, if any seed failed.
     pub first_failure: Option<FirstFailure>,
@@ -285,11 +291,27 @@ impl SweepReport {
     }
 }
 
-/// Runs the sweep. `on_seed_done(done, failures)` is called after each seed, from any thread.
+/// Runs the whole range and lists every seed's digest. `on_seed_done(done, failures)` is called
+/// after each seed, from any thread.
 pub fn sweep(options: &SweepOptions, on_seed_done: &(dyn Fn(u64, u64) + Sync)) -> SweepReport {
-    sweep_with_limits(options, &SweepLimits::default(), &|progress| {
+    let limits = SweepLimits {
+        keep_digests: true,
+        ..SweepLimits::default()
+    };
+    sweep_with_limits(options, &limits, &|progress| {
         on_seed_done(progress.done, progress.failures)
     })
+}
+
+/// What the jobs hand in as seeds finish. A passing seed is folded into the coverage counts (and
+/// its digest kept, if asked) the moment it finishes, so a sweep's memory does not grow with its
+/// length: only failures and errors are kept whole.
+#[derive(Default)]
+struct Collected {
+    failures: Vec<SeedResult>,
+    errors: Vec<(u64, String)>,
+    digests: Vec<(u64, String)>,
+    coverage: SweepCoverage,
 }
 
 /// Runs the seeds of `limits.shard` in order, handing out no new seed once the time budget is
@@ -309,7 +331,7 @@ pub fn sweep_with_limits(
     let failed = AtomicU64::new(0);
     let steps = AtomicU64::new(0);
     let budget_spent = std::sync::atomic::AtomicBool::new(false);
-    let results: Mutex<Vec<Result<SeedResult, (u64, String)>>> = Mutex::new(Vec::new());
+    let collected: Mutex<Collected> = Mutex::new(Collected::default());
     let jobs = options.jobs.max(1).min(planned.max(1) as usize);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -336,10 +358,25 @@ pub fn sweep_with_limits(
                     if !matches!(&result, Ok(result) if !result.failed()) {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
-                    results
-                        .lock()
-                        .expect("no thread panics while holding the results")
-                        .push(result);
+                    {
+                        let mut collected = collected
+                            .lock()
+                            .expect("no thread panics while holding the results");
+                        match result {
+                            Ok(result) => {
+                                if limits.keep_digests {
+                                    collected
+                                        .digests
+                                        .push((result.outcome.seed, result.outcome.digest.clone()));
+                                }
+                                collected.coverage.add(&result.outcome);
+                                if result.failed() {
+                                    collected.failures.push(result);
+                                }
+                            }
+                            Err(error) => collected.errors.push(error),
+                        }
+                    }
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                     on_progress(&Progress {
                         done: finished,
@@ -352,40 +389,28 @@ pub fn sweep_with_limits(
             });
         }
     });
-    let mut results = results.into_inner().expect("threads have finished");
+    let mut collected = collected.into_inner().expect("threads have finished");
     // Sorted by place in the range, which is seed order unless the range wraps past the largest
     // seed (the command line refuses such ranges).
-    results.sort_by_key(|result| match result {
-        Ok(result) => result.outcome.seed.wrapping_sub(options.first_seed),
-        Err((seed, _)) => seed.wrapping_sub(options.first_seed),
-    });
+    let place = |seed: u64| seed.wrapping_sub(options.first_seed);
+    collected
+        .failures
+        .sort_by_key(|result| place(result.outcome.seed));
+    collected.errors.sort_by_key(|(seed, _)| place(*seed));
+    collected.digests.sort_by_key(|(seed, _)| place(*seed));
     let seeds_run = done.into_inner();
     let mut report = SweepReport {
         seeds_run,
         seeds_planned: planned,
         stopped_by_budget: budget_spent.into_inner() && seeds_run < planned,
-        failures: Vec::new(),
-        errors: Vec::new(),
+        failures: collected.failures,
+        errors: collected.errors,
         steps: steps.into_inner(),
         wall: started.elapsed(),
-        digests: Vec::new(),
+        digests: collected.digests,
         first_failure: None,
-        coverage: SweepCoverage::default(),
+        coverage: collected.coverage,
     };
-    for result in results {
-        match result {
-            Ok(result) => {
-                report
-                    .digests
-                    .push((result.outcome.seed, result.outcome.digest.clone()));
-                report.coverage.add(&result.outcome);
-                if result.failed() {
-                    report.failures.push(result);
-                }
-            }
-            Err(error) => report.errors.push(error),
-        }
-    }
     // Failures are sorted by place in the range, and a shard hands its seeds out in that order,
     // so the first failure in the list is the first in seed order.
     report.first_failure = report.failures.first().map(|result| {
@@ -587,5 +612,40 @@ mod tests {
             DIVERGENCE_CONTEXT_LINES,
             "a window, not the rest of the trace"
         );
+    }
+
+    #[test]
+    fn a_sweep_keeps_failures_whole_and_folds_passing_seeds_into_counts() {
+        let options = SweepOptions {
+            system: crate::systems::by_name("receipt-first").unwrap(),
+            first_seed: 0,
+            seeds: 12,
+            jobs: 2,
+            backend: Backend::Memdb,
+            check_determinism: false,
+            every_fault: false,
+        };
+        let report = sweep_with_limits(&options, &SweepLimits::default(), &|_| {});
+        assert_eq!(report.seeds_run, 12);
+        assert!(report.digests.is_empty(), "the command keeps no digests");
+        assert_eq!(report.coverage.seeds, 12, "every seed is counted");
+        assert!(
+            report.failures.len() >= 2,
+            "receipt-first fails often enough to have several failures in 12 seeds"
+        );
+        assert!(report.failures.iter().all(SeedResult::failed));
+        let seeds: Vec<u64> = report.failures.iter().map(|result| result.outcome.seed).collect();
+        let mut sorted = seeds.clone();
+        sorted.sort_unstable();
+        assert_eq!(seeds, sorted, "failures come in seed order");
+
+        let with_digests = sweep(&options, &|_, _| {});
+        assert_eq!(with_digests.digests.len(), 12);
+        let failing: Vec<u64> = with_digests
+            .failures
+            .iter()
+            .map(|result| result.outcome.seed)
+            .collect();
+        assert_eq!(failing, seeds, "keeping digests changes nothing else");
     }
 }
