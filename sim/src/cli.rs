@@ -863,7 +863,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
         }
         if !file.expect.is_met_by(outcome.failure.as_ref()) {
             say!(
-                "replay: the file expects this run to {}, and it did not",
+                "replay: this run did not do what the file expects ({})",
                 file.expect
             );
         }

@@ -532,6 +532,11 @@ impl Simulation {
             }
             (FaultAction::Pause { duration_ms }, Item::Task(task)) => {
                 let mut world = self.world.borrow_mut();
+                let duration_ms = match world.stall_room_ms(task) {
+                    Some(0) => return Ok(false),
+                    Some(room_ms) => duration_ms.min(room_ms),
+                    None => duration_ms,
+                };
                 world.pause_task(task, duration_ms);
                 let what = format!(
                     "{} pauses for {}",
@@ -600,6 +605,9 @@ impl Simulation {
     }
 
     fn poll_task(&mut self, task: TaskId) -> Result<(), String> {
+        if let Some(state) = self.world.borrow_mut().tasks.get_mut(&task) {
+            state.stalled_ms = 0;
+        }
         let mut future = self.futures.remove(&task).expect("a ready task has a future");
         let poll = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
         let mut world = self.world.borrow_mut();

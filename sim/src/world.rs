@@ -167,6 +167,9 @@ pub struct TaskState {
     pub inject_busy: bool,
     /// A pause or clock jump hit the task while its current provider call was in flight.
     pub disturbed: bool,
+    /// How long faults have paused the task since it last ran: pauses at one scheduling point
+    /// add up to one stall, which a relay worker's is capped by (see [`World::stall_room_ms`]).
+    pub stalled_ms: i64,
     call: Option<CallInFlight>,
     timer: Option<(i64, u64)>,
 }
@@ -564,6 +567,7 @@ impl World {
                 reply: None,
                 inject_busy: false,
                 disturbed: false,
+                stalled_ms: 0,
                 call: None,
                 timer: None,
             },
@@ -597,6 +601,21 @@ impl World {
         let state = self.tasks.get_mut(&task).expect("a paused task is registered");
         state.timer = key;
         state.disturbed = true;
+        state.stalled_ms += duration_ms;
+    }
+
+    /// How much longer faults may pause `task` before it runs again, or `None` for no limit.
+    ///
+    /// A relay worker is promised that no stall between two of its steps lasts longer than
+    /// `stall_ms_max` (the relay widens its reconciliation margin by exactly that, and a
+    /// deployment must keep real stalls below it). Two fault models may pause it at the same
+    /// point, and each may pause it again when it wakes, so their pauses are one stall and
+    /// together stay within the promise; a stall the system was told cannot happen would only
+    /// find a "bug" in a contract the system never made. Other processes make no such promise.
+    pub fn stall_room_ms(&self, task: TaskId) -> Option<i64> {
+        let state = &self.tasks[&task];
+        (self.processes[state.process].role == ProcessRole::RelayWorker)
+            .then(|| (self.config.relay.stall_ms_max - state.stalled_ms).max(0))
     }
 
     /// Forgets a finished task and returns its connection to the process's pool.

@@ -1,0 +1,88 @@
+//! Faults stay within what the system under test was promised.
+//!
+//! The relay widens its reconciliation margin by `stall_ms_max`, the longest a worker may stall
+//! between deciding to send and sending, and a deployment must keep real stalls below it. Two
+//! fault models pause relay workers (`worker-pause` and `hung-worker`), and each could pause a
+//! worker again at the same point when it woke, so their pauses once added up to a stall no
+//! deployment was allowed to have: in seed 66221, four pauses of one worker between its claim and
+//! its provider call came to 25m43s against a 10-minute promise, the call reached the provider
+//! after it had forgotten the key, and the reference "failed" one-effect-per-operation. The world
+//! now counts consecutive pauses as one stall and caps it.
+
+use std::sync::Arc;
+
+use commitgap_sim::run::{RunOptions, run_seed};
+use commitgap_sim::systems;
+
+#[test]
+fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall() {
+    let system = Arc::clone(&systems::by_name("reference").unwrap());
+    let options = RunOptions {
+        keep_trace: true,
+        ..RunOptions::default()
+    };
+    let outcome = run_seed(&system, 66221, &options).unwrap();
+    assert!(
+        outcome.failure.is_none(),
+        "seed 66221: {:?}",
+        outcome.failure.map(|failure| failure.message)
+    );
+    let stall_ms_max = outcome.config.relay.stall_ms_max;
+    let trace = outcome.trace.unwrap();
+    // Between two lines on which a worker does something other than pause, its pauses add up.
+    let mut stalled_ms: std::collections::BTreeMap<String, i64> = Default::default();
+    let mut paused_at_all = false;
+    for line in &trace {
+        let Some(actor) = line.split_whitespace().nth(2) else {
+            continue;
+        };
+        if !actor.starts_with("relay-") {
+            continue;
+        }
+        let pause = line
+            .split(&format!("{actor} pauses for "))
+            .nth(1)
+            .map(|rest| duration_ms(rest.split_whitespace().next().unwrap()));
+        match pause {
+            Some(ms) if line.split(" | ").count() == 1 => {
+                paused_at_all = true;
+                let total = stalled_ms.entry(actor.to_owned()).or_default();
+                *total += ms;
+                assert!(
+                    *total <= stall_ms_max,
+                    "{actor} stalled {total} ms in a row, more than stall_ms_max {stall_ms_max}: {line}"
+                );
+            }
+            _ => {
+                stalled_ms.remove(actor);
+            }
+        }
+    }
+    assert!(paused_at_all, "the seed still pauses relay workers");
+}
+
+/// Reads the trace's durations: `10m`, `2m31.575s`, `372ms`, `1h2m`.
+fn duration_ms(text: &str) -> i64 {
+    let mut total_ms = 0.0;
+    let mut number = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(character) = chars.next() {
+        if character.is_ascii_digit() || character == '.' {
+            number.push(character);
+            continue;
+        }
+        let value: f64 = number.parse().unwrap_or_else(|_| panic!("duration {text:?}"));
+        number.clear();
+        total_ms += match character {
+            'h' => value * 3_600_000.0,
+            'm' if chars.peek() == Some(&'s') => {
+                chars.next();
+                value
+            }
+            'm' => value * 60_000.0,
+            's' => value * 1_000.0,
+            other => panic!("unit {other:?} in duration {text:?}"),
+        };
+    }
+    total_ms.round() as i64
+}
