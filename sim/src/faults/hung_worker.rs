@@ -3,8 +3,10 @@
 //! A worker that stops making progress (a deadlocked thread, a network partition from the
 //! provider) keeps its claim until the lease runs out; another worker must rescue the obligation,
 //! as Oban's Lifeline and River's rescuer do. This model hangs a relay worker just before a
-//! provider call or a statement, for hours (until after the faults heal), at most twice a run;
-//! when it resumes, it is a stale worker with an old token.
+//! provider call or a statement, at most twice a run, for the longest stall the relay is promised
+//! (`stall_ms_max`, many leases long); when it resumes, it is a stale worker with an old token.
+//! The world caps a worker's pauses at one point, this model's and others' together, at
+//! `stall_ms_max` (see `World::stall_room_ms`).
 
 use serde::{Deserialize, Serialize};
 
