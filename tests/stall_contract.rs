@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use commitgap_sim::run::{RunOptions, run_seed};
 use commitgap_sim::systems;
+use commitgap_sim::timeline::parse_duration_ms;
 
 #[test]
 fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall() {
@@ -39,10 +40,10 @@ fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall(
         if !actor.starts_with("relay-") {
             continue;
         }
-        let pause = line
-            .split(&format!("{actor} pauses for "))
-            .nth(1)
-            .map(|rest| duration_ms(rest.split_whitespace().next().unwrap()));
+        let pause = line.split(&format!("{actor} pauses for ")).nth(1).map(|rest| {
+            let duration = rest.split_whitespace().next().unwrap();
+            parse_duration_ms(duration).unwrap_or_else(|| panic!("duration {duration:?}"))
+        });
         match pause {
             Some(ms) if line.split(" | ").count() == 1 => {
                 paused_at_all = true;
@@ -59,30 +60,4 @@ fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall(
         }
     }
     assert!(paused_at_all, "the seed still pauses relay workers");
-}
-
-/// Reads the trace's durations: `10m`, `2m31.575s`, `372ms`, `1h2m`.
-fn duration_ms(text: &str) -> i64 {
-    let mut total_ms = 0.0;
-    let mut number = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(character) = chars.next() {
-        if character.is_ascii_digit() || character == '.' {
-            number.push(character);
-            continue;
-        }
-        let value: f64 = number.parse().unwrap_or_else(|_| panic!("duration {text:?}"));
-        number.clear();
-        total_ms += match character {
-            'h' => value * 3_600_000.0,
-            'm' if chars.peek() == Some(&'s') => {
-                chars.next();
-                value
-            }
-            'm' => value * 60_000.0,
-            's' => value * 1_000.0,
-            other => panic!("unit {other:?} in duration {text:?}"),
-        };
-    }
-    total_ms.round() as i64
 }

@@ -605,15 +605,18 @@ impl Simulation {
     }
 
     fn poll_task(&mut self, task: TaskId) -> Result<(), String> {
-        if let Some(state) = self.world.borrow_mut().tasks.get_mut(&task) {
-            state.stalled_ms = 0;
-        }
         let mut future = self.futures.remove(&task).expect("a ready task has a future");
         let poll = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
         let mut world = self.world.borrow_mut();
         match poll {
             Poll::Ready(()) => world.finish_task(task),
             Poll::Pending => {
+                // The task ran, so whatever stalled it before is over (see `stall_room_ms`).
+                world
+                    .tasks
+                    .get_mut(&task)
+                    .expect("a pending task is registered")
+                    .stalled_ms = 0;
                 world.schedule_parked(task)?;
                 drop(world);
                 self.futures.insert(task, future);

@@ -157,7 +157,7 @@ fn parse_time_ms(text: &str) -> Option<i64> {
 }
 
 /// Reads a duration as written by `format_duration_ms`: `250ms`, `1.500s`, `21m47.357s`, `2d3h`.
-fn parse_duration_ms(text: &str) -> Option<i64> {
+pub fn parse_duration_ms(text: &str) -> Option<i64> {
     let mut rest = text.trim();
     if rest.is_empty() {
         return None;
