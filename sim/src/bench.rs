@@ -141,41 +141,43 @@ pub fn bench(
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
                 scope.spawn(|| {
-                    let mut totals = JobTotals::default();
-                    loop {
-                        let position = next.fetch_add(1, Ordering::Relaxed);
-                        if position >= options.seeds || !errors.lock().expect("no panics").is_empty() {
-                            break;
-                        }
-                        let seed = options.first_seed.wrapping_add(position);
-                        match measure_seed(options, seed, &mut totals) {
-                            Ok(measured) => {
-                                if let Some(invariant) = measured.failed_invariant {
-                                    failed.fetch_add(1, Ordering::Relaxed);
-                                    failures.lock().expect("no panics").push((seed, invariant));
-                                }
-                                if !measured.differences.is_empty() {
-                                    let mut kept = differences.lock().expect("no panics");
-                                    kept.1 += measured.differences.len() as u64;
-                                    for difference in measured.differences {
-                                        if kept.0.len() < DIFFERENCES_KEPT {
-                                            kept.0.push(format!("seed {seed}: {difference}"));
+                    crate::db::reusing_databases(|| {
+                        let mut totals = JobTotals::default();
+                        loop {
+                            let position = next.fetch_add(1, Ordering::Relaxed);
+                            if position >= options.seeds || !errors.lock().expect("no panics").is_empty() {
+                                break;
+                            }
+                            let seed = options.first_seed.wrapping_add(position);
+                            match measure_seed(options, seed, &mut totals) {
+                                Ok(measured) => {
+                                    if let Some(invariant) = measured.failed_invariant {
+                                        failed.fetch_add(1, Ordering::Relaxed);
+                                        failures.lock().expect("no panics").push((seed, invariant));
+                                    }
+                                    if !measured.differences.is_empty() {
+                                        let mut kept = differences.lock().expect("no panics");
+                                        kept.1 += measured.differences.len() as u64;
+                                        for difference in measured.differences {
+                                            if kept.0.len() < DIFFERENCES_KEPT {
+                                                kept.0.push(format!("seed {seed}: {difference}"));
+                                            }
                                         }
                                     }
                                 }
+                                Err(why) => errors.lock().expect("no panics").push((seed, why)),
                             }
-                            Err(why) => errors.lock().expect("no panics").push((seed, why)),
+                            let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            on_progress(&Progress {
+                                done: finished,
+                                failures: failed.load(Ordering::Relaxed),
+                                total: options.seeds,
+                                wall: started.elapsed(),
+                                time_budget: None,
+                            });
                         }
-                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        on_progress(&Progress {
-                            done: finished,
-                            failures: failed.load(Ordering::Relaxed),
-                            total: options.seeds,
-                            wall: started.elapsed(),
-                            time_budget: None,
-                        });
-                    }
-                    totals
+                        totals
+                    })
                 })
             })
             .collect();

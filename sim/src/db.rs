@@ -23,6 +23,13 @@
 //! would. The one difference a system could see is connection-local state it set up with SQL (TEMP
 //! tables, per-connection PRAGMAs), which survives in the pool; the systems here set none.
 //!
+//! Sweep, shrink and bench threads go one step further (see [`reusing_databases`]): a run's
+//! database outlives the run, pool and all, and the thread's next run of the same system gets it
+//! back with its rows replaced by what the system's set-up wrote into a new bare database. The
+//! schema, the capture triggers, the connections and their prepared statements stay; the rows,
+//! rowids, sequences and header versions are the new set-up's. A run alone (`replay`, a test)
+//! gets a new database, and a test checks that both give every seed the same trace.
+//!
 //! Two backends: the `memdb` VFS (in memory, fast; its lock makes a writer block new readers) and
 //! a WAL file on tmpfs (production locking, slower). An anchor connection keeps the database alive
 //! while every process is crashed. Every connection has a busy timeout of zero: `SQLITE_BUSY` is a
@@ -37,13 +44,16 @@
 //! failed with an injected `SQLITE_BUSY` never reach it and are not recorded. Recording is off
 //! unless asked for and then costs one branch per statement.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use commitgap::env::{DbError, Row, Value};
 use commitgap::realtime::query_rows;
+use rusqlite::config::DbConfig;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
@@ -149,6 +159,45 @@ struct SimConnection {
     capture: Arc<Mutex<Capture>>,
 }
 
+/// How many databases one thread keeps for reuse: one per system and backend it sweeps, and a
+/// sweep has one of each.
+const SPARE_STORES_KEPT: usize = 4;
+
+thread_local! {
+    /// Databases this thread's finished runs left for its next ones, while [`reusing_databases`]
+    /// runs; `None` outside it, and then every run's database is dropped with the run.
+    static SPARE_STORES: RefCell<Option<Vec<Store>>> = const { RefCell::new(None) };
+}
+
+/// Runs `work` with database reuse on for this thread: a run's database, once the run is over,
+/// waits with its idle connections for the next run of the same system and backend, which
+/// [`Database::reuse`] sets up again as new. A new database costs a schema parse per connection
+/// and a statement cache filled again per connection, which was a quarter of a sweep's time.
+/// What a run sees is the same either way: the same rows, rowids, sequences and schema, and
+/// connections that look new (see [`Database::open`]). When `work` returns or panics, the
+/// databases kept are dropped, which removes their files.
+pub fn reusing_databases<R>(work: impl FnOnce() -> R) -> R {
+    struct Kept {
+        outermost: bool,
+    }
+    impl Drop for Kept {
+        fn drop(&mut self) {
+            if self.outermost {
+                let spares = SPARE_STORES.with(|spares| spares.borrow_mut().take());
+                drop(spares);
+            }
+        }
+    }
+    let outermost = SPARE_STORES.with(|spares| {
+        let mut spares = spares.borrow_mut();
+        let outermost = spares.is_none();
+        spares.get_or_insert_with(Vec::new);
+        outermost
+    });
+    let _kept = Kept { outermost };
+    work()
+}
+
 /// Gives each database in this OS process a unique name. It never reaches a trace.
 static DATABASE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -171,18 +220,39 @@ fn configure_sqlite_once() {
 
 /// The database of one run.
 pub struct Database {
+    connections: BTreeMap<ConnectionId, SimConnection>,
+    next_connection: ConnectionId,
+    /// Everything done to SQLite on process connections, while recording (see [`SqlOp`]).
+    sql_log: Option<Vec<SqlOp>>,
+    /// Whether the store may serve another run of this thread when this one ends (see
+    /// [`reusing_databases`]); only databases a system set up through [`Database::set_up`] are.
+    reusable: bool,
+    /// Taken out only by `drop`, which either keeps it for the next run or drops it.
+    store: ManuallyDrop<Store>,
+}
+
+/// What outlives a run when its database is reused: the SQLite database itself, its anchor and
+/// its idle connections.
+struct Store {
     backend: Backend,
     uri: String,
     file: Option<PathBuf>,
     observed_tables: Vec<String>,
-    connections: BTreeMap<ConnectionId, SimConnection>,
     /// Closed connections, rolled back and ready to be handed out again (last closed first).
     pool: Vec<SimConnection>,
-    next_connection: ConnectionId,
-    /// Everything done to SQLite on process connections, while recording (see [`SqlOp`]).
-    sql_log: Option<Vec<SqlOp>>,
+    /// How to put back the rows of a new run, once worked out (see [`Store::reset_from`]).
+    reset_sql: Option<String>,
     // Declared last so it closes last: the memdb store lives as long as one connection does.
     anchor: Connection,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.pool.clear();
+        if let Some(path) = &self.file {
+            remove_database_files(path);
+        }
+    }
 }
 
 impl Database {
@@ -211,40 +281,95 @@ impl Database {
             anchor.pragma_update(None, "journal_mode", "WAL")?;
             anchor.pragma_update(None, "synchronous", "NORMAL")?;
         }
-        Ok(Database {
+        Ok(Database::over(Store {
             backend,
             uri,
             file,
             observed_tables: observed_tables.iter().map(|name| (*name).to_owned()).collect(),
-            connections: BTreeMap::new(),
             pool: Vec::new(),
+            reset_sql: None,
+            anchor,
+        }))
+    }
+
+    fn over(store: Store) -> Database {
+        Database {
+            connections: BTreeMap::new(),
             next_connection: 0,
             sql_log: None,
-            anchor,
-        })
+            reusable: false,
+            store: ManuallyDrop::new(store),
+        }
+    }
+
+    /// A database this thread used for an earlier run, set up again by `set_up` as if new, if
+    /// this thread reuses databases (see [`reusing_databases`]) and one fits: same backend, same
+    /// observed tables, and after `set_up` the same schema. Returns it with every row its
+    /// observed tables hold, as [`Database::finish_setup`] does. `None` means: create one.
+    ///
+    /// `set_up` runs on a new, bare in-memory database, whose rows then replace the reused
+    /// database's rows table by table, rowids and `sqlite_sequence` included, with triggers and
+    /// foreign keys off on the anchor so that the copy adds and cascades nothing. If `set_up`
+    /// fails there, the caller's own set-up of a new database reports the failure as usual.
+    pub fn reuse(
+        backend: Backend,
+        observed_tables: &[&str],
+        set_up: &dyn Fn(&Connection) -> Result<(), DbError>,
+    ) -> Option<(Database, Vec<RowChange>)> {
+        let mut store = SPARE_STORES.with(|spares| {
+            let mut spares = spares.borrow_mut();
+            let spares = spares.as_mut()?;
+            let position = spares.iter().position(|store| {
+                store.backend == backend
+                    && store
+                        .observed_tables
+                        .iter()
+                        .map(String::as_str)
+                        .eq(observed_tables.iter().copied())
+            })?;
+            Some(spares.remove(position))
+        })?;
+        let number = DATABASE_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let scratch_uri = format!(
+            "file:/commitgap-scratch-{}-{number}?vfs=memdb",
+            std::process::id()
+        );
+        let scratch = open_raw(&scratch_uri).ok()?;
+        set_up(&scratch).ok()?;
+        store.reset_from(&scratch_uri).ok()?.then_some(())?;
+        drop(scratch);
+        let mut database = Database::over(store);
+        let rows = database.observed_rows().ok()?;
+        database.reusable = true;
+        Some((database, rows))
+    }
+
+    /// Lets this database serve a later run of this thread once this run drops it, when the
+    /// thread reuses databases (see [`reusing_databases`]).
+    pub fn allow_reuse(&mut self) {
+        self.reusable = true;
     }
 
     pub fn backend(&self) -> Backend {
-        self.backend
+        self.store.backend
     }
 
     pub fn observed_table(&self, index: usize) -> &str {
-        &self.observed_tables[index]
+        &self.store.observed_tables[index]
     }
 
     /// The connection the system sets up its schema and fixtures on, before any process runs.
     pub fn setup_connection(&self) -> &Connection {
-        &self.anchor
+        &self.store.anchor
     }
 
     /// Ends set-up: prepares change capture for the observed tables (which must exist now) and
     /// returns every row they hold, as inserts.
     pub fn finish_setup(&mut self) -> Result<Vec<RowChange>, DbError> {
         let mut capture_sql = String::new();
-        let mut rows = Vec::new();
-        for (index, table) in self.observed_tables.iter().enumerate() {
+        for (index, table) in self.store.observed_tables.iter().enumerate() {
             let columns = query_rows(
-                &self.anchor,
+                &self.store.anchor,
                 "SELECT name FROM pragma_table_info(?1) ORDER BY cid",
                 &[Value::Text(table.clone())],
             )?;
@@ -265,8 +390,29 @@ impl Database {
                  CREATE TRIGGER main.commitgap_capture_{index}_delete AFTER DELETE ON \"{table}\" \
                  BEGIN SELECT commitgap_capture({index}, OLD.rowid, NULL); END;\n"
             ));
+        }
+        let rows = self.observed_rows()?;
+        // The anchor writes nothing once processes run, but a write through a connection that
+        // lacks the function the triggers call would fail; one that ignores what it is told keeps
+        // the anchor usable for tests that edit rows between steps.
+        self.store.anchor.create_scalar_function(
+            "commitgap_capture",
+            -1,
+            FunctionFlags::SQLITE_UTF8,
+            |_| Ok(Value::Null),
+        )?;
+        self.store
+            .anchor
+            .execute_batch(&format!("BEGIN;\n{capture_sql}COMMIT;"))?;
+        Ok(rows)
+    }
+
+    /// Every row the observed tables hold, as inserts, table by table in rowid order.
+    fn observed_rows(&self) -> Result<Vec<RowChange>, DbError> {
+        let mut rows = Vec::new();
+        for (index, table) in self.store.observed_tables.iter().enumerate() {
             for row in query_rows(
-                &self.anchor,
+                &self.store.anchor,
                 &format!("SELECT rowid, * FROM main.\"{table}\" ORDER BY rowid"),
                 &[],
             )? {
@@ -286,15 +432,6 @@ impl Database {
                 });
             }
         }
-        // The anchor writes nothing once processes run, but a write through a connection that
-        // lacks the function the triggers call would fail; one that ignores what it is told keeps
-        // the anchor usable for tests that edit rows between steps.
-        self.anchor
-            .create_scalar_function("commitgap_capture", -1, FunctionFlags::SQLITE_UTF8, |_| {
-                Ok(Value::Null)
-            })?;
-        self.anchor
-            .execute_batch(&format!("BEGIN;\n{capture_sql}COMMIT;"))?;
         Ok(rows)
     }
 
@@ -311,21 +448,21 @@ impl Database {
     /// A new connection to this database without change capture: no triggers, no hooks, the
     /// same flags and busy timeout as a process connection. For a replay on a bare database.
     pub fn open_bare(&self) -> Result<Connection, DbError> {
-        open_raw(&self.uri)
+        open_raw(&self.store.uri)
     }
 
     /// Opens a new connection with change capture, or hands out a pooled one (see the module
     /// doc).
     pub fn open(&mut self) -> Result<ConnectionId, DbError> {
-        if let Some(slot) = self.pool.pop() {
+        if let Some(slot) = self.store.pool.pop() {
             // What a new connection's first schema read would meet: a shared lock on main.
             if let Err(error) = read_schema(&slot.connection) {
-                self.pool.push(slot);
+                self.store.pool.push(slot);
                 return Err(DbError::from(error));
             }
             return Ok(self.register(slot));
         }
-        let mut connection = open_raw(&self.uri)?;
+        let mut connection = open_raw(&self.store.uri)?;
         let capture = Arc::new(Mutex::new(Capture::default()));
         let function_capture = Arc::clone(&capture);
         connection.create_scalar_function(
@@ -451,28 +588,8 @@ impl Database {
             return false;
         };
         let was_open = !slot.connection.is_autocommit();
-        // Rolling back is what closing would do to the database; a connection that cannot roll
-        // back is closed for real, which rolls back all the same.
-        let rolled_back = !was_open || slot.connection.execute_batch("ROLLBACK").is_ok();
-        // A delete of nothing, so that the count of changed rows SQLite reports for statements
-        // that change none, such as BEGIN, is 0 as on a new connection. The empty table is TEMP:
-        // it lives in the connection's own database and takes no lock on the shared one.
-        let reset = rolled_back
-            && slot
-                .connection
-                .execute_batch(
-                    "CREATE TEMP TABLE IF NOT EXISTS commitgap_pool_reset (unused);\n\
-                     DELETE FROM temp.commitgap_pool_reset;",
-                )
-                .is_ok();
-        if reset && slot.connection.is_autocommit() {
-            let mut capture = slot.capture.lock().expect("capture lock");
-            capture.changes.clear();
-            capture.committed = false;
-            drop(capture);
-            self.pool.push(slot);
-        } else {
-            drop(slot);
+        if let Some(slot) = retire(slot) {
+            self.store.pool.push(slot);
         }
         if let Some(log) = &mut self.sql_log {
             log.push(SqlOp::Close(id));
@@ -492,18 +609,167 @@ impl Database {
     /// Reads through the anchor connection, outside every simulated process (for tests and
     /// reports, between steps only).
     pub fn read(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
-        query_rows(&self.anchor, sql, params)
+        query_rows(&self.store.anchor, sql, params)
     }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
-        self.connections.clear();
-        self.pool.clear();
-        if let Some(path) = &self.file {
-            remove_database_files(path);
+        let connections = std::mem::take(&mut self.connections);
+        // SAFETY: `drop` runs once and is the only place that takes the store; nothing reads
+        // `self.store` after this line.
+        let mut store = unsafe { ManuallyDrop::take(&mut self.store) };
+        if !self.reusable || !store.anchor.is_autocommit() {
+            drop(connections);
+            return;
         }
+        let reusing = SPARE_STORES.with(|spares| spares.borrow().is_some());
+        if !reusing {
+            drop(connections);
+            return;
+        }
+        SPARE_STORES.with(|spares| {
+            let mut spares = spares.borrow_mut();
+            let Some(spares) = spares.as_mut() else {
+                return;
+            };
+            // In id order, so that the pool's order depends on the run alone.
+            for slot in connections.into_values() {
+                if let Some(slot) = retire(slot) {
+                    store.pool.push(slot);
+                }
+            }
+            spares.push(store);
+            if spares.len() > SPARE_STORES_KEPT {
+                spares.remove(0);
+            }
+        });
     }
+}
+
+/// Rolls back what `slot` has open, as closing it would, and makes it look new again; `None` if
+/// it cannot, and then dropping it closes it for real, which rolls back all the same.
+fn retire(slot: SimConnection) -> Option<SimConnection> {
+    let rolled_back = slot.connection.is_autocommit() || slot.connection.execute_batch("ROLLBACK").is_ok();
+    // A delete of nothing, so that the count of changed rows SQLite reports for statements that
+    // change none, such as BEGIN, is 0 as on a new connection. The empty table is TEMP: it lives
+    // in the connection's own database and takes no lock on the shared one.
+    let reset = rolled_back
+        && slot
+            .connection
+            .execute_batch(
+                "CREATE TEMP TABLE IF NOT EXISTS commitgap_pool_reset (unused);\n\
+                 DELETE FROM temp.commitgap_pool_reset;",
+            )
+            .is_ok();
+    if !reset || !slot.connection.is_autocommit() {
+        return None;
+    }
+    let mut capture = slot.capture.lock().expect("capture lock");
+    capture.changes.clear();
+    capture.committed = false;
+    drop(capture);
+    Some(slot)
+}
+
+impl Store {
+    /// Replaces every row of this database with the rows of the bare database at `scratch_uri`,
+    /// which a system has just set up. `Ok(false)`, with nothing changed, when the two schemas
+    /// differ (leaving aside the capture triggers) or the schema holds a table whose rows cannot
+    /// be copied this way (a virtual table).
+    fn reset_from(&mut self, scratch_uri: &str) -> Result<bool, DbError> {
+        let anchor = &self.anchor;
+        anchor.execute("ATTACH DATABASE ?1 AS commitgap_scratch", [scratch_uri])?;
+        let result = self.reset_from_attached();
+        let detached = self.anchor.execute_batch("DETACH DATABASE commitgap_scratch");
+        let reset = result?;
+        detached?;
+        Ok(reset)
+    }
+
+    fn reset_from_attached(&mut self) -> Result<bool, DbError> {
+        const SCHEMA_SQL: &str = "SELECT type, name, tbl_name, sql FROM {schema}.sqlite_master \
+                                  WHERE name NOT LIKE 'commitgap\\_capture\\_%' ESCAPE '\\' ORDER BY rowid";
+        let schema = |name: &str| query_rows(&self.anchor, &SCHEMA_SQL.replace("{schema}", name), &[]);
+        if schema("main")? != schema("commitgap_scratch")? {
+            return Ok(false);
+        }
+        let pragma = |schema: &str, name: &str| -> Result<i64, DbError> {
+            Ok(self
+                .anchor
+                .query_row(&format!("PRAGMA {schema}.{name}"), [], |row| row.get(0))?)
+        };
+        if pragma("main", "auto_vacuum")? != pragma("commitgap_scratch", "auto_vacuum")? {
+            return Ok(false);
+        }
+        if self.reset_sql.is_none() {
+            let Some(sql) = reset_script(&self.anchor)? else {
+                return Ok(false);
+            };
+            self.reset_sql = Some(sql);
+        }
+        let user_version = pragma("commitgap_scratch", "user_version")?;
+        let application_id = pragma("commitgap_scratch", "application_id")?;
+        let reset_sql = self.reset_sql.as_deref().unwrap_or_default();
+        let anchor = &self.anchor;
+        let foreign_keys = anchor.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY)?;
+        let triggers = anchor.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)?;
+        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, false)?;
+        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+        let copied = anchor.execute_batch(&format!(
+            "BEGIN IMMEDIATE;\n{reset_sql}PRAGMA main.user_version = {user_version};\n\
+             PRAGMA main.application_id = {application_id};\nCOMMIT;"
+        ));
+        if copied.is_err() && !anchor.is_autocommit() {
+            let _ = anchor.execute_batch("ROLLBACK");
+        }
+        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, foreign_keys)?;
+        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, triggers)?;
+        copied?;
+        Ok(true)
+    }
+}
+
+/// The statements that empty every table of `main` and fill it from `commitgap_scratch`, rowids
+/// included, `sqlite_sequence` last (copying rows with their rowids moves it); `None` if a table
+/// cannot be copied with plain SQL.
+fn reset_script(anchor: &Connection) -> Result<Option<String>, DbError> {
+    let tables = query_rows(
+        anchor,
+        "SELECT name, type, wr FROM pragma_table_list WHERE schema = 'main' \
+         AND name NOT IN ('sqlite_schema', 'sqlite_master') ORDER BY name = 'sqlite_sequence', name",
+        &[],
+    )?;
+    let mut script = String::new();
+    for table in tables {
+        let name = table.text(0)?;
+        match table.text(1)? {
+            "table" => {}
+            "view" => continue,
+            _ => return Ok(None),
+        }
+        let without_rowid = table.int(2)? != 0;
+        let columns = query_rows(
+            anchor,
+            "SELECT name FROM pragma_table_xinfo(?1, 'main') WHERE hidden = 0 ORDER BY cid",
+            &[Value::Text(name.to_owned())],
+        )?;
+        let mut column_list: Vec<String> = if without_rowid {
+            Vec::new()
+        } else {
+            vec!["rowid".to_owned()]
+        };
+        for column in &columns {
+            column_list.push(format!("\"{}\"", column.text(0)?.replace('"', "\"\"")));
+        }
+        let columns = column_list.join(", ");
+        let quoted = name.replace('"', "\"\"");
+        script.push_str(&format!(
+            "DELETE FROM main.\"{quoted}\";\n\
+             INSERT INTO main.\"{quoted}\" ({columns}) SELECT {columns} FROM commitgap_scratch.\"{quoted}\";\n"
+        ));
+    }
+    Ok(Some(script))
 }
 
 /// Reads the shared schema, as a new connection's first statement does: needs a shared lock.
@@ -691,7 +957,7 @@ mod tests {
         run(&mut database, second, "BEGIN EXCLUSIVE");
         run(&mut database, second, "INSERT INTO t VALUES ('a', 1)");
         let pooled = database.open().map(|_| ());
-        database.pool.clear();
+        database.store.pool.clear();
         let fresh = database.open().map(|_| ());
         assert_eq!(
             pooled,
@@ -701,6 +967,129 @@ mod tests {
         assert_eq!(pooled, fresh);
         run(&mut database, second, "COMMIT");
         assert!(database.open().is_ok());
+    }
+
+    /// A schema with what a row copy could get wrong: an AUTOINCREMENT key, a rowid that is not
+    /// dense, a table without rowid and a trigger of the system's own that must not fire.
+    fn set_up_tricky(connection: &Connection, fixture: i64) -> Result<(), DbError> {
+        connection.execute_batch(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, v INTEGER);\n\
+             CREATE TABLE plain (v TEXT);\n\
+             CREATE TABLE keyed (k TEXT PRIMARY KEY, v INTEGER) WITHOUT ROWID;\n\
+             CREATE TABLE audit (what TEXT);\n\
+             CREATE TRIGGER audit_t AFTER INSERT ON t BEGIN INSERT INTO audit VALUES ('t'); END;\n\
+             PRAGMA user_version = 7;",
+        )?;
+        for value in 0..fixture {
+            connection.execute("INSERT INTO t (v) VALUES (?1)", [value])?;
+            connection.execute("INSERT INTO plain (rowid, v) VALUES (?1, 'x')", [value * 10 + 5])?;
+            connection.execute("INSERT INTO keyed VALUES (?1, ?2)", (format!("k{value}"), value))?;
+        }
+        connection.execute("DELETE FROM t WHERE id = 1", [])?;
+        Ok(())
+    }
+
+    fn everything(database: &Database) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for sql in [
+            "SELECT rowid, * FROM t",
+            "SELECT rowid, * FROM plain",
+            "SELECT * FROM keyed",
+            "SELECT rowid, * FROM audit",
+            "SELECT * FROM sqlite_sequence",
+            "PRAGMA user_version",
+        ] {
+            rows.push(Row(vec![Value::Text(sql.to_owned())]));
+            rows.extend(database.read(sql, &[]).unwrap());
+        }
+        rows
+    }
+
+    fn new_database(fixture: i64) -> Database {
+        let mut database = Database::create(Backend::Memdb, &["t"]).unwrap();
+        set_up_tricky(database.setup_connection(), fixture).unwrap();
+        database.finish_setup().unwrap();
+        database.allow_reuse();
+        database
+    }
+
+    #[test]
+    fn a_reused_database_holds_what_a_new_one_holds() {
+        reusing_databases(|| {
+            let mut first = new_database(4);
+            let id = first.open().unwrap();
+            run(&mut first, id, "INSERT INTO t (v) VALUES (100)");
+            run(&mut first, id, "INSERT INTO keyed VALUES ('late', 1)");
+            run(&mut first, id, "BEGIN IMMEDIATE");
+            run(&mut first, id, "DELETE FROM plain");
+            drop(first);
+
+            let (mut reused, rows) =
+                Database::reuse(Backend::Memdb, &["t"], &|connection| set_up_tricky(connection, 3))
+                    .expect("the same schema is reused");
+            let fresh = {
+                let mut fresh = Database::create(Backend::Memdb, &["t"]).unwrap();
+                set_up_tricky(fresh.setup_connection(), 3).unwrap();
+                let fresh_rows = fresh.finish_setup().unwrap();
+                assert_eq!(rows, fresh_rows);
+                fresh
+            };
+            assert_eq!(everything(&reused), everything(&fresh));
+            assert_eq!(
+                reused.store.pool.len(),
+                1,
+                "the first run's connection waits in the pool"
+            );
+            let id = reused.open().unwrap();
+            assert_eq!(id, 0, "connection ids start again");
+            let (result, committed) = reused.run(id, "INSERT INTO t (v) VALUES (9)", &[], false);
+            assert_eq!(result.unwrap(), StatementOutput::Changed(1));
+            assert_eq!(committed.len(), 1, "capture works on the reused database");
+            assert_eq!(
+                committed[0].rowid, 4,
+                "AUTOINCREMENT continues from the new set-up"
+            );
+            drop(reused);
+
+            let other_schema = |connection: &Connection| -> Result<(), DbError> {
+                connection.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, w TEXT);")?;
+                Ok(())
+            };
+            assert!(
+                Database::reuse(Backend::Memdb, &["t"], &other_schema).is_none(),
+                "another schema needs a new database"
+            );
+            assert!(
+                Database::reuse(Backend::Memdb, &["t"], &|connection| set_up_tricky(connection, 2)).is_none(),
+                "the mismatch dropped the spare"
+            );
+        });
+        assert!(
+            Database::reuse(Backend::Memdb, &["t"], &|connection| set_up_tricky(connection, 2)).is_none(),
+            "outside reusing_databases nothing is kept"
+        );
+    }
+
+    #[test]
+    fn every_built_in_system_gets_a_reused_database() {
+        for system in crate::systems::all() {
+            for backend in [Backend::Memdb, Backend::WalFile] {
+                let config = crate::config::SimConfig::draw(1, backend);
+                let fixtures = |seed| crate::config::Workload::draw(seed, &config).fixtures;
+                reusing_databases(|| {
+                    let mut database = Database::create(backend, system.observed_tables()).unwrap();
+                    system.set_up(database.setup_connection(), &fixtures(1)).unwrap();
+                    database.finish_setup().unwrap();
+                    database.allow_reuse();
+                    drop(database);
+                    let second = fixtures(2);
+                    let reused = Database::reuse(backend, system.observed_tables(), &|connection| {
+                        system.set_up(connection, &second)
+                    });
+                    assert!(reused.is_some(), "{} on {backend:?}", system.name());
+                });
+            }
+        }
     }
 
     #[test]

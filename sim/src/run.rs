@@ -215,14 +215,21 @@ impl Simulation {
             decider,
         } = setup;
         let observed_tables = system.observed_tables().to_vec();
-        let mut db = Database::create(config.backend, &observed_tables)
-            .map_err(|error| format!("could not create the database: {error}"))?;
-        system
-            .set_up(db.setup_connection(), &workload.fixtures)
-            .map_err(|error| format!("system {} failed to set up: {error}", system.name()))?;
-        let setup_changes = db
-            .finish_setup()
-            .map_err(|error| format!("system {}: {error}", system.name()))?;
+        let set_up = |connection: &rusqlite::Connection| system.set_up(connection, &workload.fixtures);
+        let (db, setup_changes) = match Database::reuse(config.backend, &observed_tables, &set_up) {
+            Some(reused) => reused,
+            None => {
+                let mut db = Database::create(config.backend, &observed_tables)
+                    .map_err(|error| format!("could not create the database: {error}"))?;
+                set_up(db.setup_connection())
+                    .map_err(|error| format!("system {} failed to set up: {error}", system.name()))?;
+                let setup_changes = db
+                    .finish_setup()
+                    .map_err(|error| format!("system {}: {error}", system.name()))?;
+                db.allow_reuse();
+                (db, setup_changes)
+            }
+        };
 
         let mut processes = Vec::new();
         for index in 1..=config.receivers {

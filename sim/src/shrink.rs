@@ -506,20 +506,23 @@ pub fn shrink_all(
     std::thread::scope(|scope| {
         for _ in 0..jobs.clamp(1, failures.len().max(1)) {
             scope.spawn(|| {
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((seed, config)) = failures.get(index) else {
-                        return;
-                    };
-                    let result = record(system, *seed, config).and_then(|recorded| {
-                        let schedule = recorded.schedule.clone().ok_or("a recorded run has a schedule")?;
-                        let shrunk = shrink(system, *seed, config, &schedule, runs_max)?;
-                        Ok((recorded, shrunk))
-                    });
-                    results
-                        .lock()
-                        .expect("no shrinking thread panics holding the lock")[index] = Some(result);
-                }
+                crate::db::reusing_databases(|| {
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((seed, config)) = failures.get(index) else {
+                            return;
+                        };
+                        let result = record(system, *seed, config).and_then(|recorded| {
+                            let schedule =
+                                recorded.schedule.clone().ok_or("a recorded run has a schedule")?;
+                            let shrunk = shrink(system, *seed, config, &schedule, runs_max)?;
+                            Ok((recorded, shrunk))
+                        });
+                        results
+                            .lock()
+                            .expect("no shrinking thread panics holding the lock")[index] = Some(result);
+                    }
+                })
             });
         }
     });

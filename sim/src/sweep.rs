@@ -336,56 +336,58 @@ pub fn sweep_with_limits(
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
-                loop {
-                    if limits
-                        .time_budget
-                        .is_some_and(|budget| started.elapsed() >= budget)
-                    {
-                        budget_spent.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                    let position = next.fetch_add(1, Ordering::Relaxed);
-                    if position >= planned {
-                        break;
-                    }
-                    let seed = options
-                        .first_seed
-                        .wrapping_add(limits.shard.range_index(position));
-                    let result = run_one(options, seed, started);
-                    if let Ok(result) = &result {
-                        steps.fetch_add(result.outcome.steps, Ordering::Relaxed);
-                    }
-                    if !matches!(&result, Ok(result) if !result.failed()) {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    {
-                        let mut collected = collected
-                            .lock()
-                            .expect("no thread panics while holding the results");
-                        match result {
-                            Ok(result) => {
-                                if limits.keep_digests {
-                                    collected
-                                        .digests
-                                        .push((result.outcome.seed, result.outcome.digest.clone()));
-                                }
-                                collected.coverage.add(&result.outcome);
-                                if result.failed() {
-                                    collected.failures.push(result);
-                                }
-                            }
-                            Err(error) => collected.errors.push(error),
+                crate::db::reusing_databases(|| {
+                    loop {
+                        if limits
+                            .time_budget
+                            .is_some_and(|budget| started.elapsed() >= budget)
+                        {
+                            budget_spent.store(true, Ordering::Relaxed);
+                            break;
                         }
+                        let position = next.fetch_add(1, Ordering::Relaxed);
+                        if position >= planned {
+                            break;
+                        }
+                        let seed = options
+                            .first_seed
+                            .wrapping_add(limits.shard.range_index(position));
+                        let result = run_one(options, seed, started);
+                        if let Ok(result) = &result {
+                            steps.fetch_add(result.outcome.steps, Ordering::Relaxed);
+                        }
+                        if !matches!(&result, Ok(result) if !result.failed()) {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        {
+                            let mut collected = collected
+                                .lock()
+                                .expect("no thread panics while holding the results");
+                            match result {
+                                Ok(result) => {
+                                    if limits.keep_digests {
+                                        collected
+                                            .digests
+                                            .push((result.outcome.seed, result.outcome.digest.clone()));
+                                    }
+                                    collected.coverage.add(&result.outcome);
+                                    if result.failed() {
+                                        collected.failures.push(result);
+                                    }
+                                }
+                                Err(error) => collected.errors.push(error),
+                            }
+                        }
+                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        on_progress(&Progress {
+                            done: finished,
+                            failures: failed.load(Ordering::Relaxed),
+                            total: planned,
+                            wall: started.elapsed(),
+                            time_budget: limits.time_budget,
+                        });
                     }
-                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    on_progress(&Progress {
-                        done: finished,
-                        failures: failed.load(Ordering::Relaxed),
-                        total: planned,
-                        wall: started.elapsed(),
-                        time_budget: limits.time_budget,
-                    });
-                }
+                })
             });
         }
     });
