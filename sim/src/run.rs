@@ -1143,27 +1143,17 @@ impl Simulation {
                 .find_map(|invariant| failure_of(&**invariant, &observation, world))
         };
         world.decider.end_step(world.step);
-        let line = format!(
-            "{:>6} {:>12} {:<13} {}",
-            world.step,
-            format_time_ms(world.now_ms),
-            actor,
-            world.line
-        );
-        world.trace.push(line);
+        world
+            .trace
+            .push_step(world.step, world.now_ms, actor, &world.line);
         world.step_record.clear();
         world.now_ms += 1;
         Ok(match failure {
             Some(failure) => {
-                let line = format!(
-                    "{:>6} {:>12} {:<13} FAILED {}: {}",
-                    world.step,
-                    format_time_ms(failure.time_ms),
-                    "invariant",
-                    failure.invariant,
-                    failure.message
-                );
-                world.trace.push(line);
+                let text = format!("FAILED {}: {}", failure.invariant, failure.message);
+                world
+                    .trace
+                    .push_step(world.step, failure.time_ms, "invariant", &text);
                 StepOutcome::Failed(failure)
             }
             None => StepOutcome::Continue,
