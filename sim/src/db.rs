@@ -774,7 +774,9 @@ fn reset_script(anchor: &Connection) -> Result<Option<String>, DbError> {
 
 /// Reads the shared schema, as a new connection's first statement does: needs a shared lock.
 fn read_schema(connection: &Connection) -> rusqlite::Result<()> {
-    connection.query_row("SELECT count(*) FROM main.sqlite_master", [], |_| Ok(()))
+    connection
+        .prepare_cached("SELECT count(*) FROM main.sqlite_master")?
+        .query_row([], |_| Ok(()))
 }
 
 fn open_raw(uri: &str) -> Result<Connection, DbError> {
