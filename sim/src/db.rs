@@ -455,8 +455,15 @@ impl Database {
     /// doc).
     pub fn open(&mut self) -> Result<ConnectionId, DbError> {
         if let Some(slot) = self.store.pool.pop() {
-            // What a new connection's first schema read would meet: a shared lock on main.
-            if let Err(error) = read_schema(&slot.connection) {
+            // What a new connection's first schema read would meet: a shared lock on main. Between
+            // statements only a connection with a transaction open holds a lock, so with none
+            // open the read cannot fail and is skipped.
+            let lock_held = !self.store.anchor.is_autocommit()
+                || self
+                    .connections
+                    .values()
+                    .any(|other| !other.connection.is_autocommit());
+            if lock_held && let Err(error) = read_schema(&slot.connection) {
                 self.store.pool.push(slot);
                 return Err(DbError::from(error));
             }
