@@ -157,6 +157,8 @@ struct Capture {
 struct SimConnection {
     connection: Connection,
     capture: Arc<Mutex<Capture>>,
+    /// Whether the connection's TEMP table for [`retire`] exists yet.
+    has_reset_table: bool,
 }
 
 /// How many databases one thread keeps for reuse: one per system and backend it sweeps, and a
@@ -494,7 +496,11 @@ impl Database {
         }))?;
         connection.pragma_update(None, "recursive_triggers", true)?;
         read_schema(&connection)?;
-        Ok(self.register(SimConnection { connection, capture }))
+        Ok(self.register(SimConnection {
+            connection,
+            capture,
+            has_reset_table: false,
+        }))
     }
 
     fn register(&mut self, slot: SimConnection) -> ConnectionId {
@@ -656,22 +662,27 @@ impl Drop for Database {
 
 /// Rolls back what `slot` has open, as closing it would, and makes it look new again; `None` if
 /// it cannot, and then dropping it closes it for real, which rolls back all the same.
-fn retire(slot: SimConnection) -> Option<SimConnection> {
-    let rolled_back = slot.connection.is_autocommit() || slot.connection.execute_batch("ROLLBACK").is_ok();
+fn retire(mut slot: SimConnection) -> Option<SimConnection> {
+    let connection = &slot.connection;
+    let run = |sql: &str| {
+        connection
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.execute([]))
+    };
+    let rolled_back = connection.is_autocommit() || run("ROLLBACK").is_ok();
     // A delete of nothing, so that the count of changed rows SQLite reports for statements that
     // change none, such as BEGIN, is 0 as on a new connection. The empty table is TEMP: it lives
     // in the connection's own database and takes no lock on the shared one.
-    let reset = rolled_back
-        && slot
-            .connection
-            .execute_batch(
-                "CREATE TEMP TABLE IF NOT EXISTS commitgap_pool_reset (unused);\n\
-                 DELETE FROM temp.commitgap_pool_reset;",
-            )
-            .is_ok();
-    if !reset || !slot.connection.is_autocommit() {
+    let has_table = slot.has_reset_table
+        || (rolled_back
+            && connection
+                .execute_batch("CREATE TEMP TABLE IF NOT EXISTS commitgap_pool_reset (unused)")
+                .is_ok());
+    let reset = rolled_back && has_table && run("DELETE FROM temp.commitgap_pool_reset").is_ok();
+    if !reset || !connection.is_autocommit() {
         return None;
     }
+    slot.has_reset_table = true;
     let mut capture = slot.capture.lock().expect("capture lock");
     capture.changes.clear();
     capture.committed = false;

@@ -144,6 +144,11 @@ fn pad_zeros(out: &mut String, zeros: usize) {
     }
 }
 
+/// Writes a step number in decimal.
+pub fn write_step_number(out: &mut String, step: u64) {
+    push_decimal(out, step, 1);
+}
+
 /// Writes virtual milliseconds as [`format_time_ms`] formats them.
 pub fn write_time_ms(out: &mut String, time_ms: i64) {
     if time_ms < 0 {
@@ -176,32 +181,71 @@ pub fn format_time_ms(time_ms: i64) -> String {
 
 /// Formats a duration for people: `250ms`, `12s`, `5m`, `21m47.357s`, `2d3h`.
 pub fn format_duration_ms(duration_ms: i64) -> String {
-    if duration_ms < 1_000 {
-        return format!("{duration_ms}ms");
-    }
-    const UNITS: [(i64, &str); 3] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m")];
-    let mut rest = duration_ms;
     let mut text = String::new();
+    write_duration_ms(&mut text, duration_ms);
+    text
+}
+
+/// Writes a duration as [`format_duration_ms`] formats it.
+pub fn write_duration_ms(out: &mut String, duration_ms: i64) {
+    if duration_ms < 1_000 {
+        if duration_ms < 0 {
+            out.push('-');
+        }
+        push_decimal(out, duration_ms.unsigned_abs(), 1);
+        out.push_str("ms");
+        return;
+    }
+    const UNITS: [(i64, char); 3] = [(86_400_000, 'd'), (3_600_000, 'h'), (60_000, 'm')];
+    let mut rest = duration_ms;
     for (size, unit) in UNITS {
         if rest >= size {
-            text.push_str(&format!("{}{unit}", rest / size));
+            push_decimal(out, (rest / size) as u64, 1);
+            out.push(unit);
             rest %= size;
         }
     }
-    match (rest / 1_000, rest % 1_000) {
-        (0, 0) => {}
-        (seconds, 0) => text.push_str(&format!("{seconds}s")),
-        (seconds, millis) => text.push_str(&format!("{seconds}.{millis:03}s")),
+    let (seconds, millis) = ((rest / 1_000) as u64, (rest % 1_000) as u64);
+    if seconds == 0 && millis == 0 {
+        return;
     }
-    text
+    push_decimal(out, seconds, 1);
+    if millis != 0 {
+        out.push('.');
+        push_decimal(out, millis, 3);
+    }
+    out.push('s');
 }
 
 // ----- How steps are described -----
 
-/// Collapses whitespace and shortens `sql` for the trace.
+/// Collapses whitespace and shortens `sql` for the trace: at most 96 bytes, then `…`.
 pub fn summarize_sql(sql: &str, out: &mut String) {
     const LIMIT: usize = 96;
     let start = out.len();
+    if sql.is_ascii() {
+        // Word by word rather than character by character: every statement of every run passes
+        // through here. For ASCII, `char::is_whitespace` is tab to carriage return, and space.
+        let words = sql
+            .split(|character: char| character == ' ' || ('\t'..='\r').contains(&character))
+            .filter(|word| !word.is_empty());
+        for word in words {
+            if out.len() > start {
+                out.push(' ');
+            }
+            let written = out.len() - start;
+            if written + word.len() >= LIMIT {
+                // The character loop below checks the limit after each character it writes, so
+                // at least one is written after a space.
+                let take = LIMIT.saturating_sub(written).max(1).min(word.len());
+                out.push_str(&word[..take]);
+                out.push('…');
+                return;
+            }
+            out.push_str(word);
+        }
+        return;
+    }
     let mut pending_space = false;
     for character in sql.chars() {
         if character.is_whitespace() {
@@ -382,6 +426,95 @@ mod tests {
             by_step.push_step(step, time_ms, actor, text);
             assert_eq!(by_step.digest(), by_line.digest());
             assert_eq!(by_step.lines(), by_line.lines());
+        }
+    }
+
+    /// What `summarize_sql` did character by character before its word-by-word path.
+    fn summarize_by_character(sql: &str) -> String {
+        let mut out = String::new();
+        let mut pending_space = false;
+        for character in sql.chars() {
+            if character.is_whitespace() {
+                pending_space = !out.is_empty();
+                continue;
+            }
+            if pending_space {
+                out.push(' ');
+                pending_space = false;
+            }
+            out.push(character);
+            if out.len() >= 96 {
+                out.push('…');
+                break;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn summaries_collapse_whitespace_and_stop_at_the_limit() {
+        let mut rng = crate::rng::SimRng::stream(5, "summary-test");
+        let pieces = [
+            "SELECT",
+            "x",
+            " ",
+            "  ",
+            "\n",
+            "\t",
+            "\u{b}",
+            "\r\n",
+            "abcdefghij",
+            "é",
+            "\u{85}",
+            ",",
+        ];
+        for case in 0..5_000 {
+            let mut sql = String::new();
+            for _ in 0..rng.below(80) {
+                let piece = pieces[rng.below(pieces.len() as u64) as usize];
+                // Half the cases ASCII only, to exercise the word-by-word path.
+                if case % 2 == 0 && !piece.is_ascii() {
+                    continue;
+                }
+                sql.push_str(piece);
+            }
+            let mut summary = String::from("prefix ");
+            summarize_sql(&sql, &mut summary);
+            assert_eq!(
+                summary,
+                format!("prefix {}", summarize_by_character(&sql)),
+                "{sql:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations_are_what_they_were_with_format() {
+        let old = |duration_ms: i64| -> String {
+            if duration_ms < 1_000 {
+                return format!("{duration_ms}ms");
+            }
+            let mut rest = duration_ms;
+            let mut text = String::new();
+            for (size, unit) in [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m")] {
+                if rest >= size {
+                    text.push_str(&format!("{}{unit}", rest / size));
+                    rest %= size;
+                }
+            }
+            match (rest / 1_000, rest % 1_000) {
+                (0, 0) => {}
+                (seconds, 0) => text.push_str(&format!("{seconds}s")),
+                (seconds, millis) => text.push_str(&format!("{seconds}.{millis:03}s")),
+            }
+            text
+        };
+        let mut rng = crate::rng::SimRng::stream(6, "duration-test");
+        let mut cases = vec![-5, 0, 999, 1_000, 60_000, 86_400_000, 90_061_001];
+        cases.extend((0..3_000).map(|_| rng.below(10 * 86_400_000) as i64));
+        cases.extend((0..1_000).map(|_| rng.below(120_000) as i64));
+        for duration_ms in cases {
+            assert_eq!(format_duration_ms(duration_ms), old(duration_ms), "{duration_ms}");
         }
     }
 

@@ -24,7 +24,9 @@ use crate::provider::{ProviderModel, Quirk};
 use crate::rng::SimRng;
 use crate::schedule::Decider;
 use crate::sender::{EventState, Sender};
-use crate::trace::{Trace, describe_reply, describe_statement, format_duration_ms, format_time_ms};
+use crate::trace::{
+    Trace, describe_reply, describe_statement, format_duration_ms, write_step_number, write_time_ms,
+};
 use crate::view::DbView;
 
 pub type TaskId = u64;
@@ -1144,11 +1146,14 @@ impl World {
     /// Keeps a fault decision, or its consequence, for the seed file.
     pub fn log_fault(&mut self, what: &str) {
         if self.fault_log.len() < FAULT_LOG_MAX {
-            self.fault_log.push(format!(
-                "step {} {}: {what}",
-                self.step,
-                format_time_ms(self.now_ms)
-            ));
+            let mut line = String::with_capacity(24 + what.len());
+            line.push_str("step ");
+            write_step_number(&mut line, self.step);
+            line.push(' ');
+            write_time_ms(&mut line, self.now_ms);
+            line.push_str(": ");
+            line.push_str(what);
+            self.fault_log.push(line);
         }
     }
 
