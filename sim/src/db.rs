@@ -243,7 +243,7 @@ struct Store {
     /// Closed connections, rolled back and ready to be handed out again (last closed first).
     pool: Vec<SimConnection>,
     /// How to put back the rows of a new run, once worked out (see [`Store::reset_from`]).
-    reset_sql: Option<String>,
+    reset_plan: Option<ResetPlan>,
     // Declared last so it closes last: the memdb store lives as long as one connection does.
     anchor: Connection,
 }
@@ -289,7 +289,7 @@ impl Database {
             file,
             observed_tables: observed_tables.iter().map(|name| (*name).to_owned()).collect(),
             pool: Vec::new(),
-            reset_sql: None,
+            reset_plan: None,
             anchor,
         }))
     }
@@ -331,14 +331,9 @@ impl Database {
             })?;
             Some(spares.remove(position))
         })?;
-        let number = DATABASE_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let scratch_uri = format!(
-            "file:/commitgap-scratch-{}-{number}?vfs=memdb",
-            std::process::id()
-        );
-        let scratch = open_raw(&scratch_uri).ok()?;
+        let scratch = Connection::open_in_memory().ok()?;
         set_up(&scratch).ok()?;
-        store.reset_from(&scratch_uri).ok()?.then_some(())?;
+        store.reset_from(&scratch).ok()?.then_some(())?;
         drop(scratch);
         let mut database = Database::over(store);
         let rows = database.observed_rows().ok()?;
@@ -690,75 +685,119 @@ fn retire(mut slot: SimConnection) -> Option<SimConnection> {
     Some(slot)
 }
 
-impl Store {
-    /// Replaces every row of this database with the rows of the bare database at `scratch_uri`,
-    /// which a system has just set up. `Ok(false)`, with nothing changed, when the two schemas
-    /// differ (leaving aside the capture triggers) or the schema holds a table whose rows cannot
-    /// be copied this way (a virtual table).
-    fn reset_from(&mut self, scratch_uri: &str) -> Result<bool, DbError> {
-        let anchor = &self.anchor;
-        anchor.execute("ATTACH DATABASE ?1 AS commitgap_scratch", [scratch_uri])?;
-        let result = self.reset_from_attached();
-        let detached = self.anchor.execute_batch("DETACH DATABASE commitgap_scratch");
-        let reset = result?;
-        detached?;
-        Ok(reset)
-    }
+/// How to copy a new set-up's rows into a reused database, worked out once per database.
+struct ResetPlan {
+    /// The schema the plan was made for, capture triggers left out; a set-up that writes another
+    /// gets a new database.
+    schema: Vec<Row>,
+    auto_vacuum: i64,
+    /// Every table of the schema, `sqlite_sequence` last: copying rows with their rowids moves it.
+    tables: Vec<TableCopy>,
+    /// Whether the schema has triggers of the system's own, which the copy must not fire.
+    own_triggers: bool,
+}
 
-    fn reset_from_attached(&mut self) -> Result<bool, DbError> {
-        const SCHEMA_SQL: &str = "SELECT type, name, tbl_name, sql FROM {schema}.sqlite_master \
-                                  WHERE name NOT LIKE 'commitgap\\_capture\\_%' ESCAPE '\\' ORDER BY rowid";
-        let schema = |name: &str| query_rows(&self.anchor, &SCHEMA_SQL.replace("{schema}", name), &[]);
-        if schema("main")? != schema("commitgap_scratch")? {
-            return Ok(false);
+struct TableCopy {
+    delete_sql: String,
+    select_sql: String,
+    insert_sql: String,
+}
+
+/// The schema as [`ResetPlan::schema`] holds it.
+const SCHEMA_SQL: &str = "SELECT type, name, tbl_name, sql FROM main.sqlite_master \
+                          WHERE name NOT LIKE 'commitgap\\_capture\\_%' ESCAPE '\\' ORDER BY rowid";
+
+impl Store {
+    /// Replaces every row of this database with the rows of `scratch`, a bare database a system
+    /// has just set up: the same rowids, `sqlite_sequence` and header versions. `Ok(false)`, with
+    /// nothing changed, when the two schemas differ (leaving aside the capture triggers) or the
+    /// schema holds a table whose rows cannot be copied this way (a virtual table).
+    ///
+    /// Rows go through Rust rather than through `ATTACH`, and triggers and foreign keys are
+    /// switched off only when the schema has any: both change the anchor's schema or flags, and
+    /// either makes SQLite prepare every cached statement of the anchor again.
+    fn reset_from(&mut self, scratch: &Connection) -> Result<bool, DbError> {
+        if self.reset_plan.is_none() {
+            self.reset_plan = reset_plan(&self.anchor)?;
         }
-        let pragma = |schema: &str, name: &str| -> Result<i64, DbError> {
-            Ok(self
-                .anchor
-                .query_row(&format!("PRAGMA {schema}.{name}"), [], |row| row.get(0))?)
+        let Some(plan) = &self.reset_plan else {
+            return Ok(false);
         };
-        if pragma("main", "auto_vacuum")? != pragma("commitgap_scratch", "auto_vacuum")? {
+        let pragma = |connection: &Connection, name: &str| -> Result<i64, DbError> {
+            Ok(connection
+                .prepare_cached(&format!("PRAGMA main.{name}"))?
+                .query_row([], |row| row.get(0))?)
+        };
+        if query_rows(scratch, SCHEMA_SQL, &[])? != plan.schema
+            || pragma(scratch, "auto_vacuum")? != plan.auto_vacuum
+        {
             return Ok(false);
         }
-        if self.reset_sql.is_none() {
-            let Some(sql) = reset_script(&self.anchor)? else {
-                return Ok(false);
-            };
-            self.reset_sql = Some(sql);
-        }
-        let user_version = pragma("commitgap_scratch", "user_version")?;
-        let application_id = pragma("commitgap_scratch", "application_id")?;
-        let reset_sql = self.reset_sql.as_deref().unwrap_or_default();
         let anchor = &self.anchor;
         let foreign_keys = anchor.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY)?;
-        let triggers = anchor.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)?;
-        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, false)?;
-        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
-        let copied = anchor.execute_batch(&format!(
-            "BEGIN IMMEDIATE;\n{reset_sql}PRAGMA main.user_version = {user_version};\n\
-             PRAGMA main.application_id = {application_id};\nCOMMIT;"
-        ));
+        if foreign_keys {
+            anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, false)?;
+        }
+        if plan.own_triggers {
+            anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+        }
+        let run = |sql: &str| -> Result<(), DbError> {
+            anchor.prepare_cached(sql)?.execute([])?;
+            Ok(())
+        };
+        let copied = (|| -> Result<(), DbError> {
+            run("BEGIN IMMEDIATE")?;
+            for table in &plan.tables {
+                run(&table.delete_sql)?;
+                let mut select = scratch.prepare(&table.select_sql)?;
+                let column_count = select.column_count();
+                let mut insert = anchor.prepare_cached(&table.insert_sql)?;
+                let mut rows = select.query([])?;
+                while let Some(row) = rows.next()? {
+                    let values = (0..column_count)
+                        .map(|index| row.get::<_, Value>(index))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    insert.execute(rusqlite::params_from_iter(values))?;
+                }
+            }
+            for name in ["user_version", "application_id"] {
+                let wanted = pragma(scratch, name)?;
+                if pragma(anchor, name)? != wanted {
+                    anchor.execute_batch(&format!("PRAGMA main.{name} = {wanted}"))?;
+                }
+            }
+            run("COMMIT")
+        })();
         if copied.is_err() && !anchor.is_autocommit() {
             let _ = anchor.execute_batch("ROLLBACK");
         }
-        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, foreign_keys)?;
-        anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, triggers)?;
+        if foreign_keys {
+            anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, true)?;
+        }
+        if plan.own_triggers {
+            anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true)?;
+        }
         copied?;
         Ok(true)
     }
 }
 
-/// The statements that empty every table of `main` and fill it from `commitgap_scratch`, rowids
-/// included, `sqlite_sequence` last (copying rows with their rowids moves it); `None` if a table
+/// Works out how to copy rows into every table of `anchor`'s main schema; `None` if a table
 /// cannot be copied with plain SQL.
-fn reset_script(anchor: &Connection) -> Result<Option<String>, DbError> {
+fn reset_plan(anchor: &Connection) -> Result<Option<ResetPlan>, DbError> {
+    let schema = query_rows(anchor, SCHEMA_SQL, &[])?;
+    let mut own_triggers = false;
+    for entry in &schema {
+        own_triggers |= entry.text(0)? == "trigger";
+    }
+    let auto_vacuum = anchor.query_row("PRAGMA main.auto_vacuum", [], |row| row.get(0))?;
     let tables = query_rows(
         anchor,
         "SELECT name, type, wr FROM pragma_table_list WHERE schema = 'main' \
          AND name NOT IN ('sqlite_schema', 'sqlite_master') ORDER BY name = 'sqlite_sequence', name",
         &[],
     )?;
-    let mut script = String::new();
+    let mut copies = Vec::new();
     for table in tables {
         let name = table.text(0)?;
         match table.text(1)? {
@@ -780,14 +819,21 @@ fn reset_script(anchor: &Connection) -> Result<Option<String>, DbError> {
         for column in &columns {
             column_list.push(format!("\"{}\"", column.text(0)?.replace('"', "\"\"")));
         }
+        let placeholders = vec!["?"; column_list.len()].join(", ");
         let columns = column_list.join(", ");
         let quoted = name.replace('"', "\"\"");
-        script.push_str(&format!(
-            "DELETE FROM main.\"{quoted}\";\n\
-             INSERT INTO main.\"{quoted}\" ({columns}) SELECT {columns} FROM commitgap_scratch.\"{quoted}\";\n"
-        ));
+        copies.push(TableCopy {
+            delete_sql: format!("DELETE FROM main.\"{quoted}\""),
+            select_sql: format!("SELECT {columns} FROM main.\"{quoted}\""),
+            insert_sql: format!("INSERT INTO main.\"{quoted}\" ({columns}) VALUES ({placeholders})"),
+        });
     }
-    Ok(Some(script))
+    Ok(Some(ResetPlan {
+        schema,
+        auto_vacuum,
+        tables: copies,
+        own_triggers,
+    }))
 }
 
 /// Reads the shared schema, as a new connection's first statement does: needs a shared lock.
