@@ -985,8 +985,7 @@ impl Simulation {
         let parsed = value.split_once(' ').and_then(|(name, stream_name)| {
             let attack = Attack::from_name(name)?;
             let world = self.world.borrow();
-            let stream =
-                (0..world.sender.streams().len()).find(|&index| world.stream_name(index) == stream_name)?;
+            let stream = world.stream_named(stream_name)?;
             Some((attack, stream))
         });
         let Some((attack, stream)) = parsed else {
@@ -1267,5 +1266,39 @@ fn record_history(
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_is_found_by_the_name_it_is_written_with() {
+        let system = crate::systems::by_name("reference").expect("the reference exists");
+        let mut checked = 0;
+        for seed in 0..40 {
+            let options = RunOptions {
+                every_fault: true,
+                ..RunOptions::default()
+            };
+            let simulation = prepare(&system, seed, &options).expect("every seed sets up");
+            let world = simulation.world.borrow();
+            for stream in 0..world.sender.streams().len() {
+                let name = world.stream_name(stream);
+                assert_eq!(world.stream_named(&name), Some(stream), "{name}");
+                for near_miss in [
+                    format!("{name}0"),
+                    name.replacen('~', "~0", 1),
+                    name.replacen('~', "~+", 1),
+                    name.replacen('/', "//", 1),
+                    name[..name.len() - 1].to_owned(),
+                ] {
+                    assert_eq!(world.stream_named(&near_miss), None, "{near_miss}");
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked} streams");
     }
 }

@@ -24,8 +24,32 @@ pub const RETIRED_GENERATION: u32 = 0;
 
 /// The secret of generation `generation` of `account`'s endpoint.
 pub fn secret(account: &str, generation: u32) -> SigningSecret {
-    let key = Sha256::digest(format!("commitgap-sim endpoint secret/{account}/{generation}").as_bytes());
-    SigningSecret::from_bytes(&key)
+    // Derived once per thread: the sender signs every attempt, and the secret of an account never
+    // changes, so remembering it changes nothing a run sees.
+    const REMEMBERED_MAX: usize = 1_024;
+    thread_local! {
+        static DERIVED: std::cell::RefCell<BTreeMap<String, BTreeMap<u32, SigningSecret>>> =
+            const { std::cell::RefCell::new(BTreeMap::new()) };
+    }
+    DERIVED.with(|derived| {
+        let mut derived = derived.borrow_mut();
+        if let Some(secret) = derived
+            .get(account)
+            .and_then(|generations| generations.get(&generation))
+        {
+            return secret.clone();
+        }
+        let key = Sha256::digest(format!("commitgap-sim endpoint secret/{account}/{generation}").as_bytes());
+        let secret = SigningSecret::from_bytes(&key);
+        if derived.len() >= REMEMBERED_MAX {
+            derived.clear();
+        }
+        derived
+            .entry(account.to_owned())
+            .or_default()
+            .insert(generation, secret.clone());
+        secret
+    })
 }
 
 /// The receivers' configuration for these accounts: each endpoint holds its current and previous

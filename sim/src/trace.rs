@@ -121,7 +121,7 @@ fn decimal_digits(mut value: u64) -> usize {
 
 /// Writes `value` in decimal with at least `min_digits` digits, zeros in front.
 fn push_decimal(out: &mut String, value: u64, min_digits: usize) {
-    let mut digits = [0u8; 20];
+    let mut digits = [b'0'; 20];
     let mut rest = value;
     let mut start = digits.len();
     loop {
@@ -132,16 +132,9 @@ fn push_decimal(out: &mut String, value: u64, min_digits: usize) {
             break;
         }
     }
-    pad_zeros(out, min_digits.saturating_sub(digits.len() - start));
-    for &digit in &digits[start..] {
-        out.push(char::from(digit));
-    }
-}
-
-fn pad_zeros(out: &mut String, zeros: usize) {
-    for _ in 0..zeros {
-        out.push('0');
-    }
+    // The buffer starts as zeros, so padding to up to 20 digits is a wider slice of it.
+    start = start.min(digits.len().saturating_sub(min_digits));
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
 /// Writes a step number in decimal.
@@ -226,10 +219,21 @@ pub fn summarize_sql(sql: &str, out: &mut String) {
     if sql.is_ascii() {
         // Word by word rather than character by character: every statement of every run passes
         // through here. For ASCII, `char::is_whitespace` is tab to carriage return, and space.
-        let words = sql
-            .split(|character: char| character == ' ' || ('\t'..='\r').contains(&character))
-            .filter(|word| !word.is_empty());
-        for word in words {
+        let is_space = |byte: u8| byte == b' ' || (b'\t'..=b'\r').contains(&byte);
+        let bytes = sql.as_bytes();
+        let mut at = 0;
+        loop {
+            while at < bytes.len() && is_space(bytes[at]) {
+                at += 1;
+            }
+            if at == bytes.len() {
+                return;
+            }
+            let word_start = at;
+            while at < bytes.len() && !is_space(bytes[at]) {
+                at += 1;
+            }
+            let word = &sql[word_start..at];
             if out.len() > start {
                 out.push(' ');
             }
@@ -244,7 +248,6 @@ pub fn summarize_sql(sql: &str, out: &mut String) {
             }
             out.push_str(word);
         }
-        return;
     }
     let mut pending_space = false;
     for character in sql.chars() {

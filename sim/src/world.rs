@@ -454,6 +454,26 @@ impl World {
         format!("{}/{}", spec.account, spec.event_id)
     }
 
+    /// The sender stream whose [`World::stream_name`] is `name`, found without writing every
+    /// stream's name (an attacker looks one up on every hostile request).
+    pub fn stream_named(&self, name: &str) -> Option<usize> {
+        (0..self.sender.streams().len()).find(|&stream| {
+            let record = self.sender.stream(stream);
+            let spec = &self.workload.events[record.event];
+            let subscription = name
+                .strip_prefix(spec.account.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .and_then(|rest| rest.strip_prefix(spec.event_id.as_str()))
+                .and_then(|rest| rest.strip_prefix('~'));
+            // As a number is written: digits only, no leading zero.
+            subscription.is_some_and(|digits| {
+                digits.bytes().all(|byte| byte.is_ascii_digit())
+                    && (digits.len() == 1 || !digits.starts_with('0'))
+                    && digits.parse::<u64>().ok() == Some(u64::from(record.subscription))
+            })
+        })
+    }
+
     /// `account/event_id~subscription` of sender stream `stream`.
     pub fn stream_name(&self, stream: usize) -> String {
         let record = self.sender.stream(stream);
