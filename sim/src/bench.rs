@@ -24,6 +24,12 @@
 //! recording copies each statement's text and parameters, which a sweep does not do, so the
 //! simulation is timed doing the same work the replay repeats plus its own, never less.
 //!
+//! The two sides differ in one way worth knowing when reading the ratio. Each bench job, like a
+//! sweep thread, reuses its database from seed to seed ([`crate::db::reusing_databases`]), so the
+//! simulation's connections keep their prepared statements; the replay's database is new for every
+//! seed, as the floor is defined, so its connections prepare every statement again, which is about
+//! a third of the replay's time. The simulation still runs the system's whole set-up every seed.
+//!
 //! Times are summed per job, so with several jobs the figures are each job's rate added up, and
 //! the replay running beside a simulation does not count against it. Peak memory is the process's
 //! high-water mark of resident memory (`VmHWM` in `/proc/self/status`), which includes every job

@@ -12,7 +12,7 @@
 //! - [`schedule`]: a run written down as its decisions: readable, editable, replayable.
 //! - [`world`]: the simulated world's state: processes, tasks, clock, queues, the current step.
 //! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
-//! - [`db`]: the shared SQLite database, per-process connections, committed-change capture.
+//! - [`db`]: the shared SQLite database, per-process connections, committed-change capture, and reuse of a database across a thread's runs.
 //! - [`view`]: the committed rows, decoded and indexed for the invariants.
 //! - [`sender`]: the upstream webhook sender and its retry presets.
 //! - [`signing`]: the endpoints' secrets and deliveries signed as a real sender signs them.
@@ -32,7 +32,7 @@
 //! - [`corpus`]: the seed directory, kept to the shortest file per distinct failure.
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
-//! - [`bench`]: the simulator's speed and memory, and its cost against SQLite replaying the same
+//! - [`bench`](mod@bench): the simulator's speed and memory, and its cost against SQLite replaying the same
 //!   statements on a bare database.
 //! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
 //! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
