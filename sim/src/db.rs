@@ -227,7 +227,8 @@ pub struct Database {
     /// Everything done to SQLite on process connections, while recording (see [`SqlOp`]).
     sql_log: Option<Vec<SqlOp>>,
     /// Whether the store may serve another run of this thread when this one ends (see
-    /// [`reusing_databases`]); only databases a system set up through [`Database::set_up`] are.
+    /// [`reusing_databases`]): set by [`Database::allow_reuse`] and [`Database::reuse`], so a
+    /// database a test or `bench`'s bare replay made is never reused.
     reusable: bool,
     /// Taken out only by `drop`, which either keeps it for the next run or drops it.
     store: ManuallyDrop<Store>,
@@ -310,9 +311,9 @@ impl Database {
     /// observed tables hold, as [`Database::finish_setup`] does. `None` means: create one.
     ///
     /// `set_up` runs on a new, bare in-memory database, whose rows then replace the reused
-    /// database's rows table by table, rowids and `sqlite_sequence` included, with triggers and
-    /// foreign keys off on the anchor so that the copy adds and cascades nothing. If `set_up`
-    /// fails there, the caller's own set-up of a new database reports the failure as usual.
+    /// database's rows table by table, rowids and `sqlite_sequence` included (see
+    /// [`Store::reset_from`]). If `set_up` fails there, or writes another schema, the caller sets
+    /// up a new database, which runs `set_up` a second time and reports a failure as usual.
     pub fn reuse(
         backend: Backend,
         observed_tables: &[&str],
@@ -627,29 +628,26 @@ impl Drop for Database {
         // SAFETY: `drop` runs once and is the only place that takes the store; nothing reads
         // `self.store` after this line.
         let mut store = unsafe { ManuallyDrop::take(&mut self.store) };
-        if !self.reusable || !store.anchor.is_autocommit() {
+        let keep = self.reusable
+            && store.anchor.is_autocommit()
+            && SPARE_STORES.with(|spares| spares.borrow().is_some());
+        if !keep {
+            // Connections close before the store, whose drop removes the files.
             drop(connections);
             return;
         }
-        let reusing = SPARE_STORES.with(|spares| spares.borrow().is_some());
-        if !reusing {
-            drop(connections);
-            return;
+        // In id order, so that the pool's order depends on the run alone.
+        for slot in connections.into_values() {
+            if let Some(slot) = retire(slot) {
+                store.pool.push(slot);
+            }
         }
         SPARE_STORES.with(|spares| {
-            let mut spares = spares.borrow_mut();
-            let Some(spares) = spares.as_mut() else {
-                return;
-            };
-            // In id order, so that the pool's order depends on the run alone.
-            for slot in connections.into_values() {
-                if let Some(slot) = retire(slot) {
-                    store.pool.push(slot);
+            if let Some(spares) = spares.borrow_mut().as_mut() {
+                spares.push(store);
+                if spares.len() > SPARE_STORES_KEPT {
+                    spares.remove(0);
                 }
-            }
-            spares.push(store);
-            if spares.len() > SPARE_STORES_KEPT {
-                spares.remove(0);
             }
         });
     }

@@ -161,15 +161,9 @@ pub fn write_time_ms(out: &mut String, time_ms: i64) {
 /// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day; times before
 /// the start, such as a purge cutoff, get a minus sign).
 pub fn format_time_ms(time_ms: i64) -> String {
-    let sign = if time_ms < 0 { "-" } else { "" };
-    let magnitude = time_ms.unsigned_abs();
-    let (seconds, millis) = (magnitude / 1_000, magnitude % 1_000);
-    format!(
-        "{sign}{}:{:02}:{:02}.{millis:03}",
-        seconds / 3_600,
-        (seconds / 60) % 60,
-        seconds % 60
-    )
+    let mut text = String::new();
+    write_time_ms(&mut text, time_ms);
+    text
 }
 
 /// Formats a duration for people: `250ms`, `12s`, `5m`, `21m47.357s`, `2d3h`.
@@ -413,13 +407,17 @@ mod tests {
             } else {
                 "sql SELECT 1 -> 1 rows"
             };
-            let expected = format!(
-                "{:>6} {:>12} {:<13} {}",
-                step,
-                format_time_ms(time_ms),
-                actor,
-                text
+            // The time as `format_time_ms` wrote it with `format!`, kept here to compare with.
+            let sign = if time_ms < 0 { "-" } else { "" };
+            let (seconds, millis) = (time_ms.unsigned_abs() / 1_000, time_ms.unsigned_abs() % 1_000);
+            let time = format!(
+                "{sign}{}:{:02}:{:02}.{millis:03}",
+                seconds / 3_600,
+                (seconds / 60) % 60,
+                seconds % 60
             );
+            assert_eq!(format_time_ms(time_ms), time);
+            let expected = format!("{:>6} {:>12} {:<13} {}", step, time, actor, text);
             let mut written = String::new();
             write_step_line(&mut written, step, time_ms, actor, text);
             assert_eq!(written, expected);
