@@ -27,8 +27,11 @@
 //! database outlives the run, pool and all, and the thread's next run of the same system gets it
 //! back with its rows replaced by what the system's set-up wrote into a new bare database. The
 //! schema, the capture triggers, the connections and their prepared statements stay; the rows,
-//! rowids, sequences and header versions are the new set-up's. A run alone (`replay`, a test)
-//! gets a new database, and a test checks that both give every seed the same trace.
+//! rowids, sequences and header versions are the new set-up's. A system that sets up in two parts
+//! (schema, then fixtures; see [`System::sets_up_in_two_parts`]) skips even the bare database:
+//! its reused database goes back to the rows its schema step left, kept from when the database
+//! was new, and only its fixtures are loaded again. A run alone (`replay`, a test) gets a new
+//! database, and a test checks that both give every seed the same trace.
 //!
 //! Two backends: the `memdb` VFS (in memory, fast; its lock makes a writer block new readers) and
 //! a WAL file on tmpfs (production locking, slower). An anchor connection keeps the database alive
@@ -58,6 +61,8 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
+
+use crate::system::{Fixtures, System};
 
 /// Where the database lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,7 +178,7 @@ thread_local! {
 
 /// Runs `work` with database reuse on for this thread: a run's database, once the run is over,
 /// waits with its idle connections for the next run of the same system and backend, which
-/// [`Database::reuse`] sets up again as new. A new database costs a schema parse per connection
+/// [`Database::reuse`] or [`Database::reuse_schema`] sets up again as new. A new database costs a schema parse per connection
 /// and a statement cache filled again per connection, which was a quarter of a sweep's time.
 /// What a run sees is the same either way: the same rows, rowids, sequences and schema, and
 /// connections that look new (see [`Database::open`]). When `work` returns or panics, the
@@ -245,6 +250,8 @@ struct Store {
     pool: Vec<SimConnection>,
     /// How to put back the rows of a new run, once worked out (see [`Store::reset_from`]).
     reset_plan: Option<ResetPlan>,
+    /// What a two-part set-up's schema step left, for [`Database::reuse_schema`].
+    schema_image: Option<SchemaImage>,
     // Declared last so it closes last: the memdb store lives as long as one connection does.
     anchor: Connection,
 }
@@ -291,6 +298,7 @@ impl Database {
             observed_tables: observed_tables.iter().map(|name| (*name).to_owned()).collect(),
             pool: Vec::new(),
             reset_plan: None,
+            schema_image: None,
             anchor,
         }))
     }
@@ -346,6 +354,107 @@ impl Database {
     /// thread reuses databases (see [`reusing_databases`]).
     pub fn allow_reuse(&mut self) {
         self.reusable = true;
+    }
+
+    /// A database this thread used for an earlier run of `system`, which sets up in two parts
+    /// (see [`System::sets_up_in_two_parts`]), set up again for `fixtures` as if new: its rows go
+    /// back to what `system`'s schema step left (kept by [`Database::keep_schema_image`] when the
+    /// database was new), then [`System::load_fixtures`] runs on it. Returns it with every row its
+    /// observed tables hold, as [`Database::finish_setup`] does. `None` means: create one. Only a
+    /// database set up by this very `system` value qualifies, so a schema step runs once per
+    /// database; the schema must still be the one the image was taken with, or the database is
+    /// dropped. If `load_fixtures` fails here, the caller sets up a new database, which reports
+    /// the failure as usual.
+    pub fn reuse_schema(
+        backend: Backend,
+        observed_tables: &[&str],
+        system: &Arc<dyn System>,
+        fixtures: &Fixtures,
+    ) -> Option<(Database, Vec<RowChange>)> {
+        let mut store = SPARE_STORES.with(|spares| {
+            let mut spares = spares.borrow_mut();
+            let spares = spares.as_mut()?;
+            let position = spares.iter().position(|store| {
+                store.backend == backend
+                    && store
+                        .observed_tables
+                        .iter()
+                        .map(String::as_str)
+                        .eq(observed_tables.iter().copied())
+                    && store
+                        .schema_image
+                        .as_ref()
+                        .is_some_and(|image| Arc::ptr_eq(&image.system, system))
+            })?;
+            Some(spares.remove(position))
+        })?;
+        store.reset_to_image().ok()?.then_some(())?;
+        system.load_fixtures(&store.anchor, fixtures).ok()?;
+        if !store.anchor.is_autocommit() {
+            return None;
+        }
+        let mut database = Database::over(store);
+        let rows = database.observed_rows().ok()?;
+        database.reusable = true;
+        Some((database, rows))
+    }
+
+    /// What the set-up has written so far, for [`Database::keep_schema_image`]: call it right
+    /// after a two-part set-up's schema step. `None` when the schema holds a table whose rows
+    /// cannot be copied with plain SQL (a virtual table); such a database is not reused.
+    pub fn schema_snapshot(&self) -> Result<Option<SchemaSnapshot>, DbError> {
+        let Some(plan) = reset_plan(&self.store.anchor)? else {
+            return Ok(None);
+        };
+        let mut tables = BTreeMap::new();
+        for table in &plan.tables {
+            tables.insert(table.name.clone(), read_copyable_rows(&self.store.anchor, table)?);
+        }
+        Ok(Some(SchemaSnapshot {
+            schema: plan.schema,
+            tables,
+            user_version: header_value(&self.store.anchor, "user_version")?,
+            application_id: header_value(&self.store.anchor, "application_id")?,
+        }))
+    }
+
+    /// Keeps `snapshot` (taken after `system`'s schema step) with this database once its set-up
+    /// is over, so that [`Database::reuse_schema`] can go back to it. Nothing is kept if the
+    /// fixtures changed the schema, which [`System::load_fixtures`] must not do.
+    pub fn keep_schema_image(
+        &mut self,
+        system: &Arc<dyn System>,
+        snapshot: SchemaSnapshot,
+    ) -> Result<(), DbError> {
+        let Some(plan) = reset_plan(&self.store.anchor)? else {
+            return Ok(());
+        };
+        let SchemaSnapshot {
+            schema,
+            mut tables,
+            user_version,
+            application_id,
+        } = snapshot;
+        if schema != plan.schema
+            || tables
+                .keys()
+                .any(|name| !plan.tables.iter().any(|table| &table.name == name))
+        {
+            return Ok(());
+        }
+        let rows = plan
+            .tables
+            .iter()
+            .map(|table| tables.remove(&table.name).unwrap_or_default())
+            .collect();
+        self.store.reset_plan = Some(plan);
+        self.store.schema_image = Some(SchemaImage {
+            system: Arc::clone(system),
+            rows,
+            user_version,
+            application_id,
+        });
+        Ok(())
     }
 
     pub fn backend(&self) -> Backend {
@@ -696,6 +805,7 @@ struct ResetPlan {
 }
 
 struct TableCopy {
+    name: String,
     delete_sql: String,
     select_sql: String,
     insert_sql: String,
@@ -721,17 +831,38 @@ impl Store {
         let Some(plan) = &self.reset_plan else {
             return Ok(false);
         };
-        let pragma = |connection: &Connection, name: &str| -> Result<i64, DbError> {
-            Ok(connection
-                .prepare_cached(&format!("PRAGMA main.{name}"))?
-                .query_row([], |row| row.get(0))?)
-        };
         if query_rows(scratch, SCHEMA_SQL, &[])? != plan.schema
-            || pragma(scratch, "auto_vacuum")? != plan.auto_vacuum
+            || header_value(scratch, "auto_vacuum")? != plan.auto_vacuum
         {
             return Ok(false);
         }
+        self.replace_rows(plan, RowSource::Scratch(scratch))
+    }
+
+    /// Replaces every row of this database with the rows of its schema image (see
+    /// [`Database::reuse_schema`]). `Ok(false)`, with nothing changed, when there is no image.
+    fn reset_to_image(&mut self) -> Result<bool, DbError> {
+        let (Some(plan), Some(image)) = (&self.reset_plan, &self.schema_image) else {
+            return Ok(false);
+        };
+        self.replace_rows(plan, RowSource::Image(image))
+    }
+
+    /// Deletes every row of every table and inserts `source`'s instead, with its header versions.
+    /// `Ok(false)`, with nothing changed, if a run changed this database's schema: the plan no
+    /// longer fits it.
+    fn replace_rows(&self, plan: &ResetPlan, source: RowSource<'_>) -> Result<bool, DbError> {
         let anchor = &self.anchor;
+        if query_rows(anchor, SCHEMA_SQL, &[])? != plan.schema {
+            return Ok(false);
+        }
+        let headers = match source {
+            RowSource::Scratch(scratch) => [
+                header_value(scratch, "user_version")?,
+                header_value(scratch, "application_id")?,
+            ],
+            RowSource::Image(image) => [image.user_version, image.application_id],
+        };
         let foreign_keys = anchor.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY)?;
         if foreign_keys {
             anchor.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, false)?;
@@ -745,22 +876,24 @@ impl Store {
         };
         let copied = (|| -> Result<(), DbError> {
             run("BEGIN IMMEDIATE")?;
-            for table in &plan.tables {
+            for (index, table) in plan.tables.iter().enumerate() {
                 run(&table.delete_sql)?;
-                let mut select = scratch.prepare(&table.select_sql)?;
-                let column_count = select.column_count();
                 let mut insert = anchor.prepare_cached(&table.insert_sql)?;
-                let mut rows = select.query([])?;
-                while let Some(row) = rows.next()? {
-                    let values = (0..column_count)
-                        .map(|index| row.get::<_, Value>(index))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    insert.execute(rusqlite::params_from_iter(values))?;
+                match source {
+                    RowSource::Scratch(scratch) => {
+                        for values in read_copyable_rows(scratch, table)? {
+                            insert.execute(rusqlite::params_from_iter(values))?;
+                        }
+                    }
+                    RowSource::Image(image) => {
+                        for values in &image.rows[index] {
+                            insert.execute(rusqlite::params_from_iter(values))?;
+                        }
+                    }
                 }
             }
-            for name in ["user_version", "application_id"] {
-                let wanted = pragma(scratch, name)?;
-                if pragma(anchor, name)? != wanted {
+            for (name, wanted) in ["user_version", "application_id"].into_iter().zip(headers) {
+                if header_value(anchor, name)? != wanted {
                     anchor.execute_batch(&format!("PRAGMA main.{name} = {wanted}"))?;
                 }
             }
@@ -778,6 +911,63 @@ impl Store {
         copied?;
         Ok(true)
     }
+}
+
+/// Where [`Store::replace_rows`] takes its rows from.
+#[derive(Clone, Copy)]
+enum RowSource<'a> {
+    /// A bare database a system has just set up.
+    Scratch(&'a Connection),
+    /// What a two-part set-up's schema step left.
+    Image(&'a SchemaImage),
+}
+
+/// The rows a two-part set-up's schema step left (see [`System::sets_up_in_two_parts`]).
+struct SchemaImage {
+    /// The system whose schema step this is: only its own runs reuse the database this way. Held
+    /// so that no other system can be allocated at its address while the image lives.
+    system: Arc<dyn System>,
+    /// Every table's rows, in the order of the reset plan's tables, as [`TableCopy::select_sql`]
+    /// reads them.
+    rows: Vec<Vec<Vec<Value>>>,
+    user_version: i64,
+    application_id: i64,
+}
+
+/// What a set-up had written when [`Database::schema_snapshot`] looked.
+pub struct SchemaSnapshot {
+    schema: Vec<Row>,
+    /// Every table's rows, by table name.
+    tables: BTreeMap<String, Vec<Vec<Value>>>,
+    user_version: i64,
+    application_id: i64,
+}
+
+/// Every row of `table`, as its copy inserts them.
+fn read_copyable_rows(connection: &Connection, table: &TableCopy) -> Result<Vec<Vec<Value>>, DbError> {
+    let mut select = connection.prepare(&table.select_sql)?;
+    let column_count = select.column_count();
+    let mut rows = select.query([])?;
+    let mut copied = Vec::new();
+    while let Some(row) = rows.next()? {
+        copied.push(
+            (0..column_count)
+                .map(|index| row.get::<_, Value>(index))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+    }
+    Ok(copied)
+}
+
+/// A header value of the main database (`user_version`, `application_id`, `auto_vacuum`).
+fn header_value(connection: &Connection, name: &'static str) -> Result<i64, DbError> {
+    let sql = match name {
+        "user_version" => "PRAGMA main.user_version",
+        "application_id" => "PRAGMA main.application_id",
+        "auto_vacuum" => "PRAGMA main.auto_vacuum",
+        other => return Err(DbError::Other(format!("no header value {other}"))),
+    };
+    Ok(connection.prepare_cached(sql)?.query_row([], |row| row.get(0))?)
 }
 
 /// Works out how to copy rows into every table of `anchor`'s main schema; `None` if a table
@@ -821,6 +1011,7 @@ fn reset_plan(anchor: &Connection) -> Result<Option<ResetPlan>, DbError> {
         let columns = column_list.join(", ");
         let quoted = name.replace('"', "\"\"");
         copies.push(TableCopy {
+            name: name.to_owned(),
             delete_sql: format!("DELETE FROM main.\"{quoted}\""),
             select_sql: format!("SELECT {columns} FROM main.\"{quoted}\""),
             insert_sql: format!("INSERT INTO main.\"{quoted}\" ({columns}) VALUES ({placeholders})"),
@@ -1154,6 +1345,179 @@ mod tests {
                 });
             }
         }
+    }
+
+    /// Every table's rows, the schema and the header versions, as the reset plan sees them.
+    fn dump(database: &Database) -> Vec<Vec<Value>> {
+        let anchor = &database.store.anchor;
+        let plan = reset_plan(anchor).unwrap().unwrap();
+        let mut dump: Vec<Vec<Value>> = plan.schema.into_iter().map(|row| row.0).collect();
+        for table in &plan.tables {
+            dump.push(vec![Value::Text(table.name.clone())]);
+            dump.extend(read_copyable_rows(anchor, table).unwrap());
+        }
+        for name in ["user_version", "application_id"] {
+            dump.push(vec![Value::Integer(header_value(anchor, name).unwrap())]);
+        }
+        dump
+    }
+
+    /// Sets up `system` on a new database the way a run does when it sets up in two parts.
+    fn new_in_two_parts(
+        system: &Arc<dyn System>,
+        backend: Backend,
+        fixtures: &Fixtures,
+    ) -> (Database, Vec<RowChange>) {
+        let mut database = Database::create(backend, system.observed_tables()).unwrap();
+        system.set_up_schema(database.setup_connection()).unwrap();
+        let snapshot = database.schema_snapshot().unwrap().unwrap();
+        system
+            .load_fixtures(database.setup_connection(), fixtures)
+            .unwrap();
+        let rows = database.finish_setup().unwrap();
+        database.keep_schema_image(system, snapshot).unwrap();
+        database.allow_reuse();
+        (database, rows)
+    }
+
+    #[test]
+    fn every_built_in_system_set_up_in_two_parts_gets_what_set_up_writes() {
+        for system in crate::systems::all() {
+            assert!(system.sets_up_in_two_parts(), "{}", system.name());
+            for backend in [Backend::Memdb, Backend::WalFile] {
+                let config = crate::config::SimConfig::draw(1, backend);
+                let fixtures = |seed| crate::config::Workload::draw(seed, &config).fixtures;
+                reusing_databases(|| {
+                    let (first, _) = new_in_two_parts(&system, backend, &fixtures(1));
+                    drop(first);
+                    let second = fixtures(2);
+                    let (reused, rows) =
+                        Database::reuse_schema(backend, system.observed_tables(), &system, &second)
+                            .unwrap_or_else(|| panic!("{} on {backend:?} is reused", system.name()));
+                    let mut fresh = Database::create(backend, system.observed_tables()).unwrap();
+                    system.set_up(fresh.setup_connection(), &second).unwrap();
+                    assert_eq!(rows, fresh.finish_setup().unwrap(), "{}", system.name());
+                    assert_eq!(dump(&reused), dump(&fresh), "{} on {backend:?}", system.name());
+                });
+            }
+        }
+    }
+
+    /// A system whose only purpose is its tricky set-up: its processes never run.
+    struct TrickySystem;
+
+    impl System for TrickySystem {
+        fn name(&self) -> &str {
+            "tricky"
+        }
+        fn description(&self) -> &str {
+            "AUTOINCREMENT, WITHOUT ROWID, a trigger of its own and rows from the schema step"
+        }
+        fn set_up(&self, connection: &Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+            self.set_up_schema(connection)?;
+            self.load_fixtures(connection, fixtures)
+        }
+        fn sets_up_in_two_parts(&self) -> bool {
+            true
+        }
+        fn set_up_schema(&self, connection: &Connection) -> Result<(), DbError> {
+            set_up_tricky(connection, 0)?;
+            connection.execute_batch(
+                "INSERT INTO plain (rowid, v) VALUES (40, 'from the schema step');\n\
+                 INSERT INTO t (v) VALUES (-1);\n\
+                 PRAGMA application_id = 11;",
+            )?;
+            Ok(())
+        }
+        fn load_fixtures(&self, connection: &Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+            for (index, (account, _)) in fixtures.accounts.iter().enumerate() {
+                connection.execute("INSERT INTO t (v) VALUES (?1)", [index as i64])?;
+                connection.execute("INSERT INTO keyed VALUES (?1, ?2)", (account, index as i64))?;
+            }
+            Ok(())
+        }
+        fn handle_delivery(
+            &self,
+            _env: std::rc::Rc<dyn commitgap::env::Env>,
+            _delivery: commitgap::receiver::WebhookDelivery,
+        ) -> commitgap::env::LocalBoxFuture<'static, commitgap::receiver::Answer> {
+            Box::pin(std::future::pending())
+        }
+        fn run_relay_worker(
+            &self,
+            _env: std::rc::Rc<dyn commitgap::env::Env>,
+            _settings: commitgap::relay::RelaySettings,
+        ) -> commitgap::env::LocalBoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn purge_receipts(
+            &self,
+            _env: std::rc::Rc<dyn commitgap::env::Env>,
+            _older_than_ms: i64,
+        ) -> commitgap::env::LocalBoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn observed_tables(&self) -> &[&'static str] {
+            &["t"]
+        }
+        fn decode_row(&self, _table: &str, _values: &[Value]) -> Result<crate::system::ObservedRow, String> {
+            Err("the tricky system's rows are not decoded".to_owned())
+        }
+    }
+
+    fn accounts(count: usize) -> Fixtures {
+        Fixtures {
+            accounts: (0..count)
+                .map(|index| (format!("acct-{index}"), "tenant".to_owned()))
+                .collect(),
+            orders: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_database_reused_in_two_parts_holds_what_a_new_one_holds() {
+        let system: Arc<dyn System> = Arc::new(TrickySystem);
+        reusing_databases(|| {
+            let (mut first, _) = new_in_two_parts(&system, Backend::Memdb, &accounts(4));
+            let id = first.open().unwrap();
+            run(&mut first, id, "INSERT INTO t (v) VALUES (100)");
+            run(&mut first, id, "UPDATE plain SET v = 'changed by the run'");
+            run(&mut first, id, "PRAGMA user_version = 99");
+            run(&mut first, id, "BEGIN IMMEDIATE");
+            run(&mut first, id, "DELETE FROM keyed");
+            drop(first);
+
+            let (mut reused, rows) =
+                Database::reuse_schema(Backend::Memdb, &["t"], &system, &accounts(2)).expect("reused");
+            let mut fresh = Database::create(Backend::Memdb, &["t"]).unwrap();
+            system.set_up(fresh.setup_connection(), &accounts(2)).unwrap();
+            assert_eq!(rows, fresh.finish_setup().unwrap());
+            assert_eq!(everything(&reused), everything(&fresh));
+            assert_eq!(dump(&reused), dump(&fresh));
+            let id = reused.open().unwrap();
+            let (result, committed) = reused.run(id, "INSERT INTO t (v) VALUES (9)", &[], false);
+            assert_eq!(result.unwrap(), StatementOutput::Changed(1));
+            assert_eq!(
+                committed[0].rowid, 4,
+                "AUTOINCREMENT continues from the new set-up"
+            );
+            drop(reused);
+
+            let other: Arc<dyn System> = Arc::new(TrickySystem);
+            assert!(
+                Database::reuse_schema(Backend::Memdb, &["t"], &other, &accounts(2)).is_none(),
+                "another system value sets up its own database"
+            );
+            let (mut changed, _) =
+                Database::reuse_schema(Backend::Memdb, &["t"], &system, &accounts(1)).expect("still kept");
+            let id = changed.open().unwrap();
+            run(&mut changed, id, "CREATE TABLE added_by_the_run (x)");
+            drop(changed);
+            assert!(
+                Database::reuse_schema(Backend::Memdb, &["t"], &system, &accounts(1)).is_none(),
+                "a schema the run changed is not reused"
+            );
+        });
     }
 
     #[test]

@@ -216,16 +216,38 @@ impl Simulation {
         } = setup;
         let observed_tables = system.observed_tables().to_vec();
         let set_up = |connection: &rusqlite::Connection| system.set_up(connection, &workload.fixtures);
-        let (db, setup_changes) = match Database::reuse(config.backend, &observed_tables, &set_up) {
+        let two_parts = system.sets_up_in_two_parts();
+        let reused = if two_parts {
+            Database::reuse_schema(config.backend, &observed_tables, &system, &workload.fixtures)
+        } else {
+            Database::reuse(config.backend, &observed_tables, &set_up)
+        };
+        let (db, setup_changes) = match reused {
             Some(reused) => reused,
             None => {
                 let mut db = Database::create(config.backend, &observed_tables)
                     .map_err(|error| format!("could not create the database: {error}"))?;
-                set_up(db.setup_connection())
-                    .map_err(|error| format!("system {} failed to set up: {error}", system.name()))?;
+                let failed = |error: commitgap::env::DbError| {
+                    format!("system {} failed to set up: {error}", system.name())
+                };
+                let schema_snapshot = if two_parts {
+                    system.set_up_schema(db.setup_connection()).map_err(failed)?;
+                    let snapshot = db.schema_snapshot().map_err(failed)?;
+                    system
+                        .load_fixtures(db.setup_connection(), &workload.fixtures)
+                        .map_err(failed)?;
+                    snapshot
+                } else {
+                    set_up(db.setup_connection()).map_err(failed)?;
+                    None
+                };
                 let setup_changes = db
                     .finish_setup()
                     .map_err(|error| format!("system {}: {error}", system.name()))?;
+                if let Some(snapshot) = schema_snapshot {
+                    db.keep_schema_image(&system, snapshot)
+                        .map_err(|error| format!("system {}: {error}", system.name()))?;
+                }
                 db.allow_reuse();
                 (db, setup_changes)
             }

@@ -28,6 +28,34 @@ pub trait System: Send + Sync {
     /// connection whose writes the simulator observes like any other.
     fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError>;
 
+    /// True when [`System::set_up`] is [`System::set_up_schema`] followed by
+    /// [`System::load_fixtures`], and both may be called apart. A sweep then creates the schema
+    /// once per database and, for each later seed its thread runs on that database, puts back
+    /// the rows `set_up_schema` left and calls only `load_fixtures`, which saves a schema parse
+    /// and a throwaway database per seed. The default is false: `set_up` runs every time.
+    fn sets_up_in_two_parts(&self) -> bool {
+        false
+    }
+
+    /// The part of [`System::set_up`] that does not depend on the fixtures: tables, indexes,
+    /// triggers, header versions and any rows every run starts with. Called only when
+    /// [`System::sets_up_in_two_parts`] is true; it must give the same result on every call.
+    fn set_up_schema(&self, connection: &rusqlite::Connection) -> Result<(), DbError> {
+        let _ = connection;
+        Ok(())
+    }
+
+    /// The rest of [`System::set_up`]: inserts the fixtures into a database
+    /// [`System::set_up_schema`] prepared, and changes no schema. Called only when
+    /// [`System::sets_up_in_two_parts`] is true.
+    fn load_fixtures(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        let _ = (connection, fixtures);
+        Err(DbError::Other(format!(
+            "system {} says it sets up in two parts but has no load_fixtures",
+            self.name()
+        )))
+    }
+
     /// Handles one webhook delivery and answers it.
     fn handle_delivery(&self, env: Rc<dyn Env>, delivery: WebhookDelivery)
     -> LocalBoxFuture<'static, Answer>;

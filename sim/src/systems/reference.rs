@@ -53,15 +53,28 @@ impl System for ReferenceSystem {
     }
 
     fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        self.set_up_schema(connection)?;
+        self.load_fixtures(connection, fixtures)
+    }
+
+    fn sets_up_in_two_parts(&self) -> bool {
+        true
+    }
+
+    fn set_up_schema(&self, connection: &rusqlite::Connection) -> Result<(), DbError> {
         connection.execute_batch(&schema_sql(self.planted_bug))?;
+        Ok(())
+    }
+
+    fn load_fixtures(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        // Cached: on a database a sweep reuses, the same connection loads every seed's fixtures.
+        let mut insert_account = connection.prepare_cached(INSERT_ACCOUNT_SQL)?;
         for (account, tenant) in &fixtures.accounts {
-            connection.execute(INSERT_ACCOUNT_SQL, (account, tenant))?;
+            insert_account.execute((account, tenant))?;
         }
+        let mut insert_order = connection.prepare_cached(INSERT_ORDER_SQL)?;
         for order in &fixtures.orders {
-            connection.execute(
-                INSERT_ORDER_SQL,
-                (&order.tenant, &order.order, order.amount_cents, 0),
-            )?;
+            insert_order.execute((&order.tenant, &order.order, order.amount_cents, 0))?;
         }
         Ok(())
     }
