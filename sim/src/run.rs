@@ -198,6 +198,8 @@ pub(crate) struct Simulation {
     seed: u64,
     /// A scripted run: the sender stays silent and the test makes every delivery.
     scripted: bool,
+    /// The name of the current step's actor, a buffer kept from step to step.
+    actor: String,
 }
 
 impl Simulation {
@@ -337,6 +339,7 @@ impl Simulation {
             invariants: invariants::registry(),
             seed,
             scripted,
+            actor: String::new(),
         })
     }
 
@@ -492,34 +495,45 @@ impl Simulation {
 
     /// Runs one step for `item`, which the caller has taken off the ready queue.
     pub(crate) fn run_item(&mut self, item: Item) -> Result<StepOutcome, String> {
-        let actor = {
+        // The actor is named before the step runs (a crash in it renames the process), into a
+        // buffer that every step reuses.
+        let mut actor = std::mem::take(&mut self.actor);
+        actor.clear();
+        {
             let mut world = self.world.borrow_mut();
             let world = &mut *world;
             world.step += 1;
             world.line.clear();
             world.record_forgotten_keys();
             match item {
-                Item::Task(task) => world.tasks[&task].process_id.clone(),
+                Item::Task(task) => actor.push_str(&world.tasks[&task].process_id),
                 Item::Event(event) => match &world.events[&event] {
                     WorldEvent::SendAnswer { process, .. } | WorldEvent::Restart { process } => {
-                        world.processes[*process].id.clone()
+                        actor.push_str(&world.processes[*process].id);
                     }
-                    WorldEvent::FaultTimer { fault } => format!("fault:{}", world.faults[*fault].name()),
-                    WorldEvent::ProviderActs { .. } => "provider".to_owned(),
+                    WorldEvent::FaultTimer { fault } => {
+                        actor.push_str("fault:");
+                        actor.push_str(world.faults[*fault].name());
+                    }
+                    WorldEvent::ProviderActs { .. } => actor.push_str("provider"),
                     WorldEvent::OperatorRequeue | WorldEvent::OperatorRedeliver { .. } => {
-                        "operator".to_owned()
+                        actor.push_str("operator");
                     }
-                    _ => "sender".to_owned(),
+                    _ => actor.push_str("sender"),
                 },
             }
-        };
-        if !self.fault_at(item)? {
-            match item {
-                Item::Task(task) => self.poll_task(task)?,
-                Item::Event(event) => self.handle_event(event)?,
-            }
         }
-        self.finish_step(&actor)
+        let outcome = if self.fault_at(item)? {
+            Ok(())
+        } else {
+            match item {
+                Item::Task(task) => self.poll_task(task),
+                Item::Event(event) => self.handle_event(event),
+            }
+        };
+        let finished = outcome.and_then(|()| self.finish_step(&actor));
+        self.actor = actor;
+        finished
     }
 
     /// Crashes `process` now, as a step of its own (scenarios use this).

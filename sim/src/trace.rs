@@ -121,6 +121,21 @@ fn decimal_digits(mut value: u64) -> usize {
 
 /// Writes `value` in decimal with at least `min_digits` digits, zeros in front.
 fn push_decimal(out: &mut String, value: u64, min_digits: usize) {
+    // Most numbers a trace line holds are clock fields and small counts: one to three digits.
+    if value < 1_000 && min_digits <= 3 {
+        let digits = [(value / 100) as u8, (value / 10 % 10) as u8, (value % 10) as u8];
+        let length = if value >= 100 {
+            3
+        } else if value >= 10 {
+            2
+        } else {
+            1
+        };
+        for digit in &digits[3 - length.max(min_digits)..] {
+            out.push(char::from(b'0' + digit));
+        }
+        return;
+    }
     let mut digits = [b'0'; 20];
     let mut rest = value;
     let mut start = digits.len();
@@ -266,7 +281,10 @@ pub fn describe_value(value: &Value, out: &mut String) {
     match value {
         Value::Null => out.push_str("NULL"),
         Value::Integer(number) => {
-            let _ = write!(out, "{number}");
+            if *number < 0 {
+                out.push('-');
+            }
+            push_decimal(out, number.unsigned_abs(), 1);
         }
         Value::Real(number) => {
             let _ = write!(out, "{number}");
@@ -276,10 +294,14 @@ pub fn describe_value(value: &Value, out: &mut String) {
                 .rev()
                 .find(|&index| text.is_char_boundary(index))
                 .unwrap_or(0);
-            let _ = write!(out, "'{}…'", &text[..cut]);
+            out.push('\'');
+            out.push_str(&text[..cut]);
+            out.push_str("…'");
         }
         Value::Text(text) => {
-            let _ = write!(out, "'{text}'");
+            out.push('\'');
+            out.push_str(text);
+            out.push('\'');
         }
         Value::Blob(bytes) => {
             let _ = write!(out, "<{} bytes>", bytes.len());
@@ -297,7 +319,7 @@ pub fn describe_statement(
         out.push_str(" | ");
     }
     out.push_str("sql ");
-    summarize_sql(sql, out);
+    let changes = summarize_sql_remembered(sql, out);
     if !params.is_empty() {
         out.push_str(" [");
         for (index, value) in params.iter().enumerate() {
@@ -310,12 +332,16 @@ pub fn describe_statement(
     }
     match result {
         // SQLite's change count is stale after BEGIN, COMMIT and other non-DML statements.
-        Ok(StatementOutput::Changed(_)) if !changes_rows(sql) => out.push_str(" -> ok"),
+        Ok(StatementOutput::Changed(_)) if !changes => out.push_str(" -> ok"),
         Ok(StatementOutput::Changed(count)) => {
-            let _ = write!(out, " -> {count} changed");
+            out.push_str(" -> ");
+            push_decimal(out, *count as u64, 1);
+            out.push_str(" changed");
         }
         Ok(StatementOutput::Rows(rows)) => {
-            let _ = write!(out, " -> {} rows", rows.len());
+            out.push_str(" -> ");
+            push_decimal(out, rows.len() as u64, 1);
+            out.push_str(" rows");
             if let Some(first) = rows.first() {
                 out.push_str(" (");
                 for (index, value) in first.0.iter().enumerate() {
@@ -331,6 +357,54 @@ pub fn describe_statement(
             let _ = write!(out, " -> error: {error}");
         }
     }
+}
+
+/// How many statement summaries one thread remembers; a system runs a few dozen statements.
+const SUMMARIES_KEPT: usize = 256;
+
+/// A statement's summary and whether it changes rows, as last worked out for its text.
+struct Summary {
+    sql: String,
+    summary: String,
+    changes_rows: bool,
+}
+
+std::thread_local! {
+    /// Summaries by the address and length of the statement text they were made for. Systems pass
+    /// the same constant texts again and again, so the address finds the entry and one
+    /// comparison of the text confirms it; a text elsewhere in memory is summarized again.
+    static SUMMARIES: std::cell::RefCell<std::collections::BTreeMap<(usize, usize), Summary>> =
+        const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
+}
+
+/// Writes what [`summarize_sql`] writes and returns [`changes_rows`], both remembered for the
+/// text: every statement of every run is described, and the text is usually one seen before.
+fn summarize_sql_remembered(sql: &str, out: &mut String) -> bool {
+    SUMMARIES.with(|summaries| {
+        let mut summaries = summaries.borrow_mut();
+        let key = (sql.as_ptr() as usize, sql.len());
+        if let Some(known) = summaries.get(&key)
+            && known.sql == sql
+        {
+            out.push_str(&known.summary);
+            return known.changes_rows;
+        }
+        let start = out.len();
+        summarize_sql(sql, out);
+        let changes = changes_rows(sql);
+        if summaries.len() >= SUMMARIES_KEPT {
+            summaries.clear();
+        }
+        summaries.insert(
+            key,
+            Summary {
+                sql: sql.to_owned(),
+                summary: out[start..].to_owned(),
+                changes_rows: changes,
+            },
+        );
+        changes
+    })
 }
 
 /// Whether `sql` is a statement whose change count means something.
@@ -486,6 +560,94 @@ mod tests {
                 format!("prefix {}", summarize_by_character(&sql)),
                 "{sql:?}"
             );
+        }
+    }
+
+    #[test]
+    fn values_and_statements_are_described_as_format_described_them() {
+        // The descriptions as they were written with `write!`, kept here to compare with.
+        let old_value = |value: &Value| -> String {
+            match value {
+                Value::Null => "NULL".to_owned(),
+                Value::Integer(number) => format!("{number}"),
+                Value::Real(number) => format!("{number}"),
+                Value::Text(text) if text.len() > 40 => {
+                    let cut = (0..=40)
+                        .rev()
+                        .find(|&index| text.is_char_boundary(index))
+                        .unwrap_or(0);
+                    format!("'{}…'", &text[..cut])
+                }
+                Value::Text(text) => format!("'{text}'"),
+                Value::Blob(bytes) => format!("<{} bytes>", bytes.len()),
+            }
+        };
+        let mut rng = crate::rng::SimRng::stream(8, "value-test");
+        let mut values = vec![
+            Value::Null,
+            Value::Integer(0),
+            Value::Integer(-7),
+            Value::Integer(i64::MIN),
+            Value::Integer(i64::MAX),
+            Value::Real(1.5),
+            Value::Text(String::new()),
+            Value::Text("é".repeat(30)),
+            Value::Text("x".repeat(41)),
+            Value::Blob(vec![1, 2, 3]),
+        ];
+        for _ in 0..3_000 {
+            let bits = rng.below(63);
+            let magnitude = rng.below(1 << bits) as i64;
+            values.push(Value::Integer(if rng.below(2) == 0 {
+                magnitude
+            } else {
+                -magnitude
+            }));
+        }
+        for value in &values {
+            let mut described = String::from("[");
+            describe_value(value, &mut described);
+            assert_eq!(described, format!("[{}", old_value(value)), "{value:?}");
+        }
+        let statements: [(&str, Result<StatementOutput, DbError>); 4] = [
+            ("INSERT INTO t VALUES (?1)", Ok(StatementOutput::Changed(1_234))),
+            ("BEGIN IMMEDIATE", Ok(StatementOutput::Changed(3))),
+            ("SELECT a,\n  b FROM t", Ok(StatementOutput::Rows(Vec::new()))),
+            ("DELETE FROM t", Err(DbError::Busy)),
+        ];
+        for (sql, result) in &statements {
+            let mut described = String::from("earlier");
+            describe_statement(&mut described, sql, &values[..3], result);
+            let mut summary = String::new();
+            summarize_sql(sql, &mut summary);
+            let params = values[..3].iter().map(old_value).collect::<Vec<_>>().join(", ");
+            let outcome = match result {
+                Ok(StatementOutput::Changed(_)) if !changes_rows(sql) => " -> ok".to_owned(),
+                Ok(StatementOutput::Changed(count)) => format!(" -> {count} changed"),
+                Ok(StatementOutput::Rows(rows)) => format!(" -> {} rows", rows.len()),
+                Err(error) => format!(" -> error: {error}"),
+            };
+            assert_eq!(described, format!("earlier | sql {summary} [{params}]{outcome}"));
+        }
+    }
+
+    #[test]
+    fn a_remembered_summary_is_never_another_texts() {
+        // Texts built at run time may reuse the memory of an earlier text of the same length.
+        for round in 0..200 {
+            let sql = format!("SELECT {} FROM t{}", round % 7, round % 3);
+            let mut remembered = String::new();
+            let changes = summarize_sql_remembered(&sql, &mut remembered);
+            let mut summary = String::new();
+            summarize_sql(&sql, &mut summary);
+            assert_eq!(remembered, summary);
+            assert!(!changes);
+        }
+        let update = "UPDATE t SET a = 1";
+        for _ in 0..2 {
+            let mut remembered = String::from("x");
+            assert!(summarize_sql_remembered(update, &mut remembered));
+            assert_eq!(remembered, "xUPDATE t SET a = 1");
         }
     }
 
