@@ -438,7 +438,28 @@ impl SweepCoverage {
                 .into_iter()
                 .map(|warning| format!("coverage: warning: {warning}")),
         );
+        lines.extend(
+            self.notes()
+                .into_iter()
+                .map(|note| format!("coverage: note: {note}")),
+        );
         lines
+    }
+
+    /// One sentence for each fault model that never fired but acts only on a faulty system's
+    /// behaviour (see [`faults::FaultKind::acts_only_on_faulty_systems`]): expected of a correct
+    /// system, so not a warning.
+    pub fn notes(&self) -> Vec<String> {
+        self.never_fired()
+            .into_iter()
+            .filter(|name| acts_only_on_faulty_systems(name))
+            .map(|name| {
+                let description = faults::kind(&name).map_or("", |kind| kind.description);
+                format!(
+                    "never fired: {name} ({description}); it acts only on what a correct system never does, so a sweep of one never sees it fire"
+                )
+            })
+            .collect()
     }
 
     /// One sentence for each situation never reached and each fault model that never fired,
@@ -456,6 +477,9 @@ impl SweepCoverage {
             })
             .collect();
         for name in self.never_fired() {
+            if acts_only_on_faulty_systems(&name) {
+                continue;
+            }
             let on = self.fault(&name).on_in_seeds;
             let why = if on == 0 {
                 "it was off in every seed".to_owned()
@@ -465,9 +489,7 @@ impl SweepCoverage {
                     self.seeds
                 )
             };
-            // The model's own description says what it acts on, which is usually the reason:
-            // payload-mismatch, for one, only acts when a relay reuses a key with a new payload,
-            // which a correct relay never does.
+            // The model's own description says what it acts on, which is often the reason.
             let acts_on = faults::kind(&name)
                 .map(|kind| format!("{}; ", kind.description))
                 .unwrap_or_default();
@@ -510,6 +532,11 @@ impl SweepCoverage {
             silent
         }
     }
+}
+
+/// Whether the fault model named `name` acts only on a faulty system's behaviour.
+fn acts_only_on_faulty_systems(name: &str) -> bool {
+    faults::kind(name).is_some_and(|kind| kind.acts_only_on_faulty_systems)
 }
 
 #[cfg(test)]
@@ -563,6 +590,51 @@ mod tests {
             coverage
                 .warnings()
                 .contains(&"never fired: lost-ack (a webhook answer or a provider reply is lost after the work was done; it was off in every seed)".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_model_that_acts_only_on_faulty_systems_gets_a_note_not_a_warning() {
+        let mut coverage = SweepCoverage {
+            seeds: 3,
+            ..SweepCoverage::default()
+        };
+        coverage
+            .faults_fired
+            .get_mut("payload-mismatch")
+            .unwrap()
+            .on_in_seeds = 3;
+        assert!(
+            !coverage
+                .warnings()
+                .iter()
+                .any(|warning| warning.contains("payload-mismatch")),
+            "{:#?}",
+            coverage.warnings()
+        );
+        assert_eq!(
+            coverage.notes(),
+            [
+                "never fired: payload-mismatch (the provider silently replays the old response for a reused key with a new payload); it acts only on what a correct system never does, so a sweep of one never sees it fire"
+            ]
+        );
+        assert!(
+            coverage
+                .lines()
+                .iter()
+                .any(|line| line.starts_with("coverage: note: never fired: payload-mismatch"))
+        );
+        coverage.faults_fired.get_mut("payload-mismatch").unwrap().count = 1;
+        assert!(coverage.notes().is_empty());
+        let noted: Vec<&str> = faults::registry()
+            .into_iter()
+            .filter(|kind| kind.acts_only_on_faulty_systems)
+            .map(|kind| kind.name)
+            .collect();
+        assert_eq!(
+            noted,
+            ["payload-mismatch"],
+            "every other model can fire against a correct system"
         );
     }
 }

@@ -178,6 +178,7 @@ pub fn json_report(summary: &SweepSummary) -> String {
         never_reached: Vec<&'static str>,
         never_fired: Vec<String>,
         warnings: Vec<String>,
+        notes: Vec<String>,
     }
 
     #[derive(Serialize)]
@@ -256,6 +257,7 @@ pub fn json_report(summary: &SweepSummary) -> String {
             never_reached: summary.coverage.never_reached(),
             never_fired: summary.coverage.never_fired(),
             warnings: summary.coverage.warnings(),
+            notes: summary.coverage.notes(),
         },
     };
     serde_json::to_string_pretty(&report).expect("the report is plain data") + "\n"
@@ -627,6 +629,8 @@ mod tests {
         assert_eq!(value["seeds_to_first_failure"], 4);
         assert_eq!(value["time_to_first_failure_s"], 0.25);
         assert_eq!(value["seeds_per_second"], 6.7);
+        assert!(value["coverage"]["warnings"].is_array());
+        assert!(value["coverage"]["notes"].is_array());
         let entry = &value["failures"][0];
         assert_eq!(entry["seed"], 3);
         assert_eq!(entry["step"], 399);

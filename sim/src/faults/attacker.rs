@@ -27,6 +27,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "forged, tampered, replayed, cross-account and malformed requests at the endpoints",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 /// What is wrong with one hostile request.

@@ -18,6 +18,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a process's clock jumps forward or back, within the configured maximum skew",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

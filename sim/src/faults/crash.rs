@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a process dies at a scheduling point (mid-transaction included) and restarts later",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

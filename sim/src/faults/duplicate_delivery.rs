@@ -15,6 +15,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the sender sends extra copies of a delivery at once, to one or several receivers",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "one event is delivered through two or three subscriptions, each retrying on its own",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -21,6 +21,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a relay worker hangs holding a claim until its lease expires and another rescues it",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

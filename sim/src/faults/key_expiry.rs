@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the provider forgets idempotency keys once they are older than its key lifetime",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

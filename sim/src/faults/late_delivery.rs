@@ -18,6 +18,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "an event arrives hours late, or an operator resends it after the retries ended",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

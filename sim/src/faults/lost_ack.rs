@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a webhook answer or a provider reply is lost after the work was done",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

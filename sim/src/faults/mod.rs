@@ -308,6 +308,10 @@ pub struct FaultKind {
     pub draw: fn(&mut SimRng, &FaultContext) -> serde_json::Value,
     /// Builds the model from settings (drawn, or read from a seed file) and its decision stream.
     pub build: BuildFault,
+    /// True when the model acts only on something a correct system never does (`payload-mismatch`
+    /// acts when a relay reuses a key with a new payload). A sweep in which it never fired notes
+    /// that rather than warning: against a correct system it cannot fire.
+    pub acts_only_on_faulty_systems: bool,
 }
 
 /// Every fault model, in a fixed order. Adding one is one file and one line here.

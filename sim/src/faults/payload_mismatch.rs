@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the provider silently replays the old response for a reused key with a new payload",
     draw,
     build,
+    acts_only_on_faulty_systems: true,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

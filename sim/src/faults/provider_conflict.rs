@@ -18,6 +18,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the provider holds each key for a while after acting and answers 409 meanwhile",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the provider answers 5xx before acting, sometimes for hours",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the provider acts only after the caller's timeout, so the caller cannot tell",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -15,6 +15,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the purge job deletes receipts younger than the sender's redelivery horizon",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

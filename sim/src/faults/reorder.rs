@@ -16,6 +16,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "events about one order arrive out of creation order (a refund before its payment)",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 struct Reorder {

@@ -14,6 +14,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a delivery is lost before it reaches the receiver; the sender times out",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 struct RequestLost {

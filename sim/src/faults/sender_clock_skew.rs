@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the sender's clock is off, within or beyond the receivers' timestamp tolerance",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a handler stalls past the sender's timeout and finishes after the sender retried",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

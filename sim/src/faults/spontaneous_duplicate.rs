@@ -15,6 +15,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the sender delivers an event again later although the first delivery succeeded",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "BEGIN or COMMIT fails with SQLITE_BUSY (a failed COMMIT leaves the transaction open)",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -20,6 +20,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "the provider caches a 5xx under the key and replays it until the key expires",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "one payment produces two events with different ids",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 struct TwinEvents {

@@ -19,6 +19,7 @@ pub const KIND: FaultKind = FaultKind {
     description: "a relay worker pauses longer than its lease and then carries on as if it held it",
     draw,
     build,
+    acts_only_on_faulty_systems: false,
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
