@@ -52,6 +52,9 @@ const LONGEST_I64_CHARS: usize = 20;
 #[derive(Clone)]
 pub struct SigningSecret {
     key: Vec<u8>,
+    /// The HMAC state after absorbing the key, worked out once: it costs two SHA-256 blocks, as
+    /// much as signing a short delivery, and it is the same for every message.
+    keyed: std::sync::OnceLock<HmacSha256>,
 }
 
 impl SigningSecret {
@@ -68,21 +71,37 @@ impl SigningSecret {
         if key.is_empty() {
             return Err(SecretError::EmptyKey);
         }
-        Ok(SigningSecret { key })
+        // Prepared on first use: a receiver parses every held secret but usually needs one.
+        Ok(SigningSecret {
+            key,
+            keyed: std::sync::OnceLock::new(),
+        })
     }
 
     /// Wraps raw key bytes, for example freshly generated ones. It does not judge the key's
     /// strength; the specification recommends 24 to 64 random bytes. An empty key is accepted here
     /// but its `whsec_` text is refused by [`SigningSecret::parse`].
     pub fn from_bytes(bytes: &[u8]) -> SigningSecret {
-        SigningSecret { key: bytes.to_vec() }
+        let secret = SigningSecret {
+            key: bytes.to_vec(),
+            keyed: std::sync::OnceLock::new(),
+        };
+        // Prepared now, so that copies of a secret that is kept and reused share the work.
+        secret.keyed_mac();
+        secret
+    }
+
+    /// The HMAC-SHA256 state after the key, worked out on first use.
+    fn keyed_mac(&self) -> &HmacSha256 {
+        // HMAC takes a key of any length (longer ones are hashed first), so this cannot fail.
+        self.keyed
+            .get_or_init(|| HmacSha256::new_from_slice(&self.key).expect("HMAC takes a key of any length"))
     }
 
     /// An HMAC-SHA256 that has already absorbed `{id}.{timestamp}.{body}`, ready to be finalized
     /// or compared. The timestamp is passed as the exact text that goes into the signed content.
     fn mac_over(&self, id: &str, timestamp_text: &str, body: &[u8]) -> HmacSha256 {
-        // HMAC takes a key of any length (longer ones are hashed first), so this cannot fail.
-        let mut mac = HmacSha256::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        let mut mac = self.keyed_mac().clone();
         // Feeding the parts one by one signs the same bytes as the joined string without copying
         // the body.
         mac.update(id.as_bytes());

@@ -82,6 +82,22 @@ fn rows_written(scenario: &Scenario) -> i64 {
 }
 
 #[test]
+fn only_an_attack_that_keeps_the_genuine_signature_reads_it() {
+    for attack in Attack::ALL {
+        let signed = hostile_request(attack, genuine(0), "acct-b");
+        let mut unsigned = genuine(0);
+        unsigned.headers.signature = String::new();
+        let from_unsigned = hostile_request(attack, unsigned, "acct-b");
+        assert_eq!(
+            signed == from_unsigned,
+            !attack.keeps_genuine_signature(),
+            "{}: the simulator builds this attack from an unsigned delivery unless it keeps the signature",
+            attack.name()
+        );
+    }
+}
+
+#[test]
 fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
     for attack in Attack::ALL {
         let mut scenario = scenario(ReferenceSystem::reference());

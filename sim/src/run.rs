@@ -735,17 +735,28 @@ impl Simulation {
     /// The webhook the sender delivers for `stream` now: signed with the endpoint's current
     /// secret and stamped with the sender's clock, which a fault may have set wrong.
     pub(crate) fn webhook_for(&self, stream: usize) -> (WebhookDelivery, String, String, Origin) {
+        self.webhook_made_for(stream, true)
+    }
+
+    /// [`Simulation::webhook_for`], signed or with an empty signature.
+    fn webhook_made_for(&self, stream: usize, signed: bool) -> (WebhookDelivery, String, String, Origin) {
         let world = self.world.borrow();
         let record = world.sender.stream(stream);
         let event = &world.workload.events[record.event];
         let timestamp_s = (world.now_ms + world.sender_clock_offset_ms).div_euclid(1_000);
-        let webhook = crate::signing::signed_delivery(
-            &event.account,
-            &format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription),
-            timestamp_s,
-            event.body().into_bytes(),
-            crate::signing::CURRENT_GENERATION,
-        );
+        let webhook_id = format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription);
+        let body = event.body().into_bytes();
+        let webhook = if signed {
+            crate::signing::signed_delivery(
+                &event.account,
+                &webhook_id,
+                timestamp_s,
+                body,
+                crate::signing::CURRENT_GENERATION,
+            )
+        } else {
+            crate::signing::unsigned_delivery(&event.account, &webhook_id, timestamp_s, body)
+        };
         (
             webhook,
             event.account.clone(),
@@ -1030,7 +1041,7 @@ impl Simulation {
                 .note(&format!("attack `{value}` names nothing in this run; skipped"));
             return Ok(());
         };
-        let (genuine, account, event_id, _) = self.webhook_for(stream);
+        let (genuine, account, event_id, _) = self.webhook_made_for(stream, attack.keeps_genuine_signature());
         let hostile = {
             let world = self.world.borrow();
             let other_account = world

@@ -77,13 +77,30 @@ pub fn signed_delivery(
     body: Vec<u8>,
     generation: u32,
 ) -> WebhookDelivery {
-    let signature = signature::sign(&secret(account, generation), webhook_id, timestamp_s, &body);
+    let mut delivery = unsigned_delivery(account, webhook_id, timestamp_s, body);
+    delivery.headers.signature = signature::sign(
+        &secret(account, generation),
+        webhook_id,
+        timestamp_s,
+        &delivery.body,
+    );
+    delivery
+}
+
+/// [`signed_delivery`] with an empty `webhook-signature`: the genuine delivery an attack that
+/// does not keep its signature is built from (see [`Attack::keeps_genuine_signature`]).
+pub fn unsigned_delivery(
+    account: &str,
+    webhook_id: &str,
+    timestamp_s: i64,
+    body: Vec<u8>,
+) -> WebhookDelivery {
     WebhookDelivery {
         endpoint: account.to_owned(),
         headers: WebhookHeaders {
             id: webhook_id.to_owned(),
             timestamp: timestamp_s.to_string(),
-            signature,
+            signature: String::new(),
         },
         body,
     }
@@ -92,6 +109,8 @@ pub fn signed_delivery(
 /// A hostile request built from `genuine`, a delivery the sender made to some account's endpoint:
 /// what an attacker who saw it on the wire, or a buggy sender, would post (see
 /// [`crate::faults::Attack`]). `other_account` is an account the cross-account request names.
+/// Only an attack that [keeps the genuine signature](Attack::keeps_genuine_signature) reads
+/// `genuine`'s signature.
 pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: &str) -> WebhookDelivery {
     let account = genuine.endpoint.clone();
     let id = genuine.headers.id.clone();
