@@ -72,8 +72,9 @@ enum Command {
         replays each seed's statements on a fresh database of the same backend, with plain \
         connections and nothing else. Prints simulated steps and seeds per second (each job's rate, \
         added up), the ratio sim/raw (the replay's time over the simulation's; 1.0 would be a \
-        simulator that costs nothing beyond SQLite) and the process's peak resident memory. The \
-        last line reads: bench: <steps/s> steps/s, <seeds/s> seeds/s, sim/raw <ratio>, peak <MiB> MiB \
+        simulator that costs nothing beyond SQLite) and the process's peak resident memory. It also \
+        prints the ratio with set-up left out on both sides, since the replay sets up a new database \
+        for every seed while a sweep reuses its database. The last line reads: bench: <steps/s> steps/s, <seeds/s> seeds/s, sim/raw <ratio>, peak <MiB> MiB \
         (peak unknown MiB where /proc does not report it).\n\n\
         Exit status: 0 measured, 1 a seed failed an invariant or a replayed statement returned \
         something else than in the run, 2 bad usage or a seed that could not run."
