@@ -205,6 +205,25 @@ pub fn reusing_databases<R>(work: impl FnOnce() -> R) -> R {
     work()
 }
 
+/// Takes out of this thread's spares a database of `backend` observing `observed_tables` for
+/// which `fits` holds; `None` when there is none, or the thread does not reuse databases.
+fn take_spare(backend: Backend, observed_tables: &[&str], fits: impl Fn(&Store) -> bool) -> Option<Store> {
+    SPARE_STORES.with(|spares| {
+        let mut spares = spares.borrow_mut();
+        let spares = spares.as_mut()?;
+        let position = spares.iter().position(|store| {
+            store.backend == backend
+                && store
+                    .observed_tables
+                    .iter()
+                    .map(String::as_str)
+                    .eq(observed_tables.iter().copied())
+                && fits(store)
+        })?;
+        Some(spares.remove(position))
+    })
+}
+
 /// Gives each database in this OS process a unique name. It never reaches a trace.
 static DATABASE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -327,23 +346,17 @@ impl Database {
         observed_tables: &[&str],
         set_up: &dyn Fn(&Connection) -> Result<(), DbError>,
     ) -> Option<(Database, Vec<RowChange>)> {
-        let mut store = SPARE_STORES.with(|spares| {
-            let mut spares = spares.borrow_mut();
-            let spares = spares.as_mut()?;
-            let position = spares.iter().position(|store| {
-                store.backend == backend
-                    && store
-                        .observed_tables
-                        .iter()
-                        .map(String::as_str)
-                        .eq(observed_tables.iter().copied())
-            })?;
-            Some(spares.remove(position))
-        })?;
+        let mut store = take_spare(backend, observed_tables, |_| true)?;
         let scratch = Connection::open_in_memory().ok()?;
         set_up(&scratch).ok()?;
         store.reset_from(&scratch).ok()?.then_some(())?;
         drop(scratch);
+        Database::reused(store)
+    }
+
+    /// A database over `store`, set up again for a new run, with every row its observed tables
+    /// hold, as [`Database::finish_setup`] returns them.
+    fn reused(store: Store) -> Option<(Database, Vec<RowChange>)> {
         let mut database = Database::over(store);
         let rows = database.observed_rows().ok()?;
         database.reusable = true;
@@ -371,32 +384,18 @@ impl Database {
         system: &Arc<dyn System>,
         fixtures: &Fixtures,
     ) -> Option<(Database, Vec<RowChange>)> {
-        let mut store = SPARE_STORES.with(|spares| {
-            let mut spares = spares.borrow_mut();
-            let spares = spares.as_mut()?;
-            let position = spares.iter().position(|store| {
-                store.backend == backend
-                    && store
-                        .observed_tables
-                        .iter()
-                        .map(String::as_str)
-                        .eq(observed_tables.iter().copied())
-                    && store
-                        .schema_image
-                        .as_ref()
-                        .is_some_and(|image| Arc::ptr_eq(&image.system, system))
-            })?;
-            Some(spares.remove(position))
+        let mut store = take_spare(backend, observed_tables, |store| {
+            store
+                .schema_image
+                .as_ref()
+                .is_some_and(|image| Arc::ptr_eq(&image.system, system))
         })?;
         store.reset_to_image().ok()?.then_some(())?;
         system.load_fixtures(&store.anchor, fixtures).ok()?;
         if !store.anchor.is_autocommit() {
             return None;
         }
-        let mut database = Database::over(store);
-        let rows = database.observed_rows().ok()?;
-        database.reusable = true;
-        Some((database, rows))
+        Database::reused(store)
     }
 
     /// What the set-up has written so far, for [`Database::keep_schema_image`]: call it right
