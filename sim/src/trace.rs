@@ -124,14 +124,7 @@ fn push_decimal(out: &mut String, value: u64, min_digits: usize) {
     // Most numbers a trace line holds are clock fields and small counts: one to three digits.
     if value < 1_000 && min_digits <= 3 {
         let digits = [(value / 100) as u8, (value / 10 % 10) as u8, (value % 10) as u8];
-        let length = if value >= 100 {
-            3
-        } else if value >= 10 {
-            2
-        } else {
-            1
-        };
-        for digit in &digits[3 - length.max(min_digits)..] {
+        for digit in &digits[3 - decimal_digits(value).max(min_digits)..] {
             out.push(char::from(b'0' + digit));
         }
         return;
