@@ -5,7 +5,6 @@
 //! to fix it. Every failure printed carries the command that replays it. Results go to standard
 //! output; progress and errors go to standard error.
 
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,16 +13,18 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::corpus::{Corpus, Kept};
+use crate::corpus::Kept;
 use crate::coverage::Situation;
 use crate::db::Backend;
 use crate::faults;
+use crate::files;
+use crate::findings::{AfterShrinking, AsFound, Findings, KeepPolicy};
 use crate::invariants;
 use crate::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
 use crate::run::{RunOptions, run_seed};
-use crate::seed_file::{SeedFile, ShrunkRun, replay_command};
+use crate::seed_file::{Expectation, SeedFile, ShrunkRun, replay_command};
 use crate::shrink::DEFAULT_SHRINK_RUNS;
-use crate::sweep::{Progress, Shard, SweepLimits, SweepOptions, sweep_with_limits};
+use crate::sweep::{Found, Progress, Shard, StopFlag, SweepLimits, SweepOptions, sweep_with_limits};
 use crate::system::System;
 use crate::systems;
 use crate::trace::format_time_ms;
@@ -210,9 +211,10 @@ struct ReplayArgs {
     /// Print the full trace, one line per step.
     #[arg(long)]
     trace: bool,
-    /// The SQLite backend for --seed: memdb or wal-file (a file's own setting wins).
-    #[arg(long, default_value = "memdb")]
-    backend: String,
+    /// The SQLite backend: memdb or wal-file [default: memdb with --seed; with a file, the
+    /// backend its run used, which this replaces].
+    #[arg(long)]
+    backend: Option<String>,
     /// With --seed: turn every fault model on, as `sweep --all-faults` did.
     #[arg(long)]
     all_faults: bool,
@@ -349,10 +351,18 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             args.first_seed, args.seeds
         )));
     }
-    check_writable(&args.seeds_dir)?;
+    check_seed_directory(&args.seeds_dir)?;
     // Checked before the sweep, so that a long run does not end in a report it cannot write.
     for (flag, path) in report_paths(args) {
         report::check_report_path(path).map_err(|why| report_path_error(flag, path, &why))?;
+    }
+    let removed = files::remove_stale_temporaries(&args.seeds_dir);
+    if removed > 0 {
+        eprintln!(
+            "sweep: removed {removed} temporary file{} that killed writers left in {}",
+            if removed == 1 { "" } else { "s" },
+            args.seeds_dir.display()
+        );
     }
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
@@ -371,60 +381,238 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         shard: args.shard.unwrap_or(Shard::WHOLE),
         time_budget: args.time_budget.map(Duration::from_secs),
         keep_digests: false,
+        stop: stop_on_signals(),
+    };
+    let findings = Findings::new(
+        &args.seeds_dir,
+        KeepPolicy {
+            shrink: !args.no_shrink,
+            shrink_max: args.shrink_max,
+        },
+    );
+    let announcer = Announcer {
+        args,
+        system: system.name(),
+        findings: &findings,
+        printing: Mutex::new(()),
     };
     let progress = ProgressDisplay::new("sweep", limits.shard.seeds_of(args.seeds));
-    let report = sweep_with_limits(&options, &limits, &|state| progress.update(state));
+    let report = sweep_with_limits(&options, &limits, &|state| progress.update(state), &|found| {
+        progress.suspend(|| announcer.announce(found))
+    });
     progress.finish();
-
-    let mut code = 0;
-    let mut failed_seeds = Vec::new();
-    let mut seed_errors = Vec::new();
-    let all_faults = if args.all_faults { " --all-faults" } else { "" };
-    let replay_by_seed = |seed: u64| {
-        format!(
-            "cargo run --release -- replay --seed {seed} --system {} --backend {}{all_faults}",
-            system.name(),
-            args.backend
-        )
-    };
-    let mut keeping = keep_failures(&system, &report.failures, args, jobs)?;
-    for (seed, error) in &report.errors {
-        let reproduce = format!(
-            "cargo run --release -- replay --seed {seed} --system {} --backend {}{all_faults}",
-            system.name(),
-            args.backend
+    for seed in findings.settle() {
+        say!(
+            "seed {seed}: its file as found was removed: {} earlier seeds failed the same invariant and keep theirs (raise --shrink-max to keep more)",
+            args.shrink_max
         );
-        eprintln!("error: seed {seed} could not run: {error}; reproduce: {reproduce}");
-        seed_errors.push(SeedError {
-            seed: *seed,
-            message: error.clone(),
-            replay: reproduce,
-        });
-        code = 2;
     }
-    for result in &report.failures {
-        if code == 0 {
-            code = 1;
+    shrink_found(&system, &report, &findings, args, jobs, &limits.stop);
+    let summary = summarize(args, &announcer, &report, jobs);
+    let code = sweep_exit_code(&summary, &report);
+    print_closing_lines(args, &summary, &report, &findings, jobs);
+    for (flag, path) in report_paths(args) {
+        let contents = if flag == "--junit" {
+            report::junit_report(&summary)
+        } else {
+            report::json_report(&summary)
+        };
+        if let Err(why) = report::write_atomically(path, &contents) {
+            // The sweep's verdict stands; a report it could not write is said, not substituted.
+            eprintln!(
+                "error: {flag} {} could not be written ({why}); the sweep's own result stands (exit {code})",
+                path.display()
+            );
         }
-        let outcome = &result.outcome;
-        if let Some(divergence) = &result.divergence {
-            let reproduce = format!(
-                "cargo run --release -- sweep --system {} --seeds 1 --first-seed {} --check-determinism --backend {}{all_faults}",
-                outcome.system, outcome.seed, args.backend
-            );
-            say!(
-                "NONDETERMINISTIC seed {} ({}): the two runs differ from trace line {}",
-                outcome.seed,
-                outcome.system,
-                divergence.line
-            );
-            let rows = divergence.side_by_side(DIVERGENCE_COLUMN_WIDTH);
-            for row in &rows {
-                say!("  {row}");
+    }
+    Ok(code)
+}
+
+/// Raises a stop flag on the first SIGINT or SIGTERM, so that a sweep stops handing out seeds,
+/// lets the running ones finish and reports what it found; a second signal exits at once (every
+/// failure found so far already has its seed file).
+fn stop_on_signals() -> StopFlag {
+    let stop = StopFlag::new();
+    #[cfg(unix)]
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered in this order, the exit runs only when the flag was already raised, that
+        // is, on the second signal.
+        let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, stop.shared());
+        let _ = signal_hook::flag::register(signal, stop.shared());
+    }
+    stop
+}
+
+/// Says what a sweep finds the moment it finds it, and keeps it: the FAIL line with the command
+/// that replays the seed, then where its seed file was written (or why none was).
+struct Announcer<'a> {
+    args: &'a SweepArgs,
+    system: &'a str,
+    findings: &'a Findings,
+    /// Held while one finding is written and said, so that its lines stay together.
+    printing: Mutex<()>,
+}
+
+impl Announcer<'_> {
+    /// The command that replays a seed of this sweep by number: it needs no file.
+    fn replay_by_seed(&self, seed: u64) -> String {
+        format!(
+            "cargo run --release -- replay --seed {seed} --system {} --backend {}{}",
+            self.system,
+            self.args.backend,
+            if self.args.all_faults { " --all-faults" } else { "" }
+        )
+    }
+
+    /// The command that runs a seed twice and compares the traces.
+    fn check_determinism_of(&self, seed: u64) -> String {
+        format!(
+            "cargo run --release -- sweep --system {} --seeds 1 --first-seed {seed} --check-determinism --backend {}{}",
+            self.system,
+            self.args.backend,
+            if self.args.all_faults { " --all-faults" } else { "" }
+        )
+    }
+
+    fn announce(&self, found: Found<'_>) {
+        let _printing = self.printing.lock().expect("no thread panics while printing");
+        match found {
+            Found::Error { seed, message } => eprintln!(
+                "error: seed {seed} could not run: {message}; reproduce: {}",
+                self.replay_by_seed(seed)
+            ),
+            Found::Failure(result) => {
+                if let Some(divergence) = &result.divergence {
+                    say!(
+                        "NONDETERMINISTIC seed {} ({}): the two runs differ from trace line {}",
+                        result.outcome.seed,
+                        self.system,
+                        divergence.line
+                    );
+                    for row in divergence.side_by_side(DIVERGENCE_COLUMN_WIDTH) {
+                        say!("  {row}");
+                    }
+                    say!("  reproduce:  {}", self.check_determinism_of(result.outcome.seed));
+                }
+                self.announce_failure(&result.outcome);
             }
-            say!("  reproduce:  {reproduce}");
+        }
+    }
+
+    fn announce_failure(&self, outcome: &crate::run::RunOutcome) {
+        let seed = outcome.seed;
+        if let Some(failure) = &outcome.failure {
+            say!(
+                "FAIL seed {seed} ({}): {} at step {} ({}): {}",
+                self.system,
+                failure.invariant,
+                failure.step,
+                format_time_ms(failure.time_ms),
+                failure.message
+            );
+        } else if let Some(unsettled) = &outcome.unsettled {
+            say!("UNSETTLED seed {seed} ({}): {unsettled}", self.system);
+        } else {
+            return;
+        }
+        say!("  replay: {}", self.replay_by_seed(seed));
+        match self.findings.keep_as_found(outcome) {
+            AsFound::Written(path) => say!("  seed file: {} (as found)", path.display()),
+            AsFound::PastShrinkMax => say!(
+                "  no seed file: {} earlier failures of this kind have one (raise --shrink-max to keep more)",
+                self.args.shrink_max
+            ),
+            AsFound::Unwritable(why) => say!("  no seed file: {why}"),
+            AsFound::NoFailure => {}
+        }
+    }
+}
+
+/// Shrinks the failures written as found, unless `--no-shrink` or the sweep was interrupted,
+/// and says what became of each one.
+fn shrink_found(
+    system: &Arc<dyn System>,
+    report: &crate::sweep::SweepReport,
+    findings: &Findings,
+    args: &SweepArgs,
+    jobs: usize,
+    stop: &StopFlag,
+) {
+    let to_shrink = report
+        .failures
+        .iter()
+        .filter(|result| {
+            result.outcome.failure.is_some() && findings.written().contains_key(&result.outcome.seed)
+        })
+        .count();
+    if args.no_shrink || to_shrink == 0 {
+        return;
+    }
+    if stop.is_raised() {
+        say!(
+            "not shrunk: the sweep was interrupted; the {to_shrink} seed files hold the runs as found (shrink each later with `cargo run --release -- shrink FILE`)"
+        );
+        return;
+    }
+    eprintln!(
+        "sweep: shrinking {to_shrink} failing seed{} (at most {} runs each; --no-shrink skips this, Ctrl-C stops it and keeps the files as found)",
+        if to_shrink == 1 { "" } else { "s" },
+        args.shrink_runs
+    );
+    let runs_max = usize::try_from(args.shrink_runs).unwrap_or(usize::MAX);
+    let after = crate::findings::shrink_and_keep(system, &report.failures, findings, jobs, runs_max, stop);
+    for (seed, result) in &after {
+        match result {
+            AfterShrinking::Kept { summary, kept } => {
+                let replaced = match kept {
+                    Kept::Replaced { removed, .. } => {
+                        format!(
+                            " (replaces {}, a longer run of the same failure)",
+                            removed.display()
+                        )
+                    }
+                    _ => String::new(),
+                };
+                say!(
+                    "shrunk seed {seed}: {}{replaced}; replay: {}",
+                    summary.trim_start_matches("shrink: "),
+                    replay_command(kept.path())
+                );
+            }
+            AfterShrinking::Duplicate { summary, existing } => say!(
+                "shrunk seed {seed}: {}; not kept: {} holds the same failure in as few steps; replay: {}",
+                summary.trim_start_matches("shrink: "),
+                existing.display(),
+                replay_command(existing)
+            ),
+            AfterShrinking::NotShrunk(why) => {
+                say!("not shrunk seed {seed}: {why}; its file holds the run as found")
+            }
+            AfterShrinking::Unwritable(why) => {
+                say!(
+                    "shrunk seed {seed}, but the shrunk file could not be written ({why}); its file holds the run as found"
+                )
+            }
+        }
+    }
+}
+
+/// The sweep's findings as the reports carry them, each with its final seed file and the one
+/// command that replays it.
+fn summarize(
+    args: &SweepArgs,
+    announcer: &Announcer<'_>,
+    report: &crate::sweep::SweepReport,
+    jobs: usize,
+) -> SweepSummary {
+    let written = announcer.findings.written();
+    let mut failed_seeds = Vec::new();
+    for result in &report.failures {
+        let outcome = &result.outcome;
+        let seed = outcome.seed;
+        if let Some(divergence) = &result.divergence {
             failed_seeds.push(FailedSeed {
-                seed: outcome.seed,
+                seed,
                 invariant: NONDETERMINISM.to_owned(),
                 kind: "determinism".to_owned(),
                 step: None,
@@ -432,65 +620,54 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
                 message: format!(
                     "the two runs differ from trace line {}\n{}",
                     divergence.line,
-                    rows.join("\n")
+                    divergence.side_by_side(DIVERGENCE_COLUMN_WIDTH).join("\n")
                 ),
                 seed_file: None,
-                replay: reproduce,
+                replay: announcer.check_determinism_of(seed),
             });
         }
+        let seed_file = written.get(&seed).cloned();
+        // A failure whose file another one's made redundant still replays exactly by its seed.
+        let replay = match &seed_file {
+            Some(path) => replay_command(path),
+            None => announcer.replay_by_seed(seed),
+        };
+        let seed_file = seed_file.map(|path| path.display().to_string());
         if let Some(failure) = &outcome.failure {
-            say!(
-                "FAIL seed {} ({}): {} at step {} ({}): {}",
-                outcome.seed,
-                outcome.system,
-                failure.invariant,
-                failure.step,
-                format_time_ms(failure.time_ms),
-                failure.message
-            );
-            let keeping = keeping.remove(&outcome.seed).unwrap_or_default();
-            match &keeping.shrink_summary {
-                Some(summary) => say!("  {summary}"),
-                None if !args.no_shrink && keeping.kept.is_none() => say!(
-                    "  not shrunk: {} earlier failures of {} were (raise --shrink-max to keep more)",
-                    args.shrink_max,
-                    failure.invariant
-                ),
-                None => {}
-            }
-            let (seed_file, replay) = match &keeping.kept {
-                Some(Kept::New(path)) => (Some(path.clone()), replay_command(path)),
-                Some(Kept::Replaced { path, removed }) => {
-                    say!(
-                        "  kept: replaces {}, a longer run of the same failure",
-                        removed.display()
-                    );
-                    (Some(path.clone()), replay_command(path))
-                }
-                Some(Kept::Duplicate(existing)) => {
-                    say!(
-                        "  not kept: {} already holds this failure in as few steps",
-                        existing.display()
-                    );
-                    (None, replay_by_seed(outcome.seed))
-                }
-                None => (None, replay_by_seed(outcome.seed)),
-            };
-            say!("  replay: {replay}");
             failed_seeds.push(FailedSeed {
-                seed: outcome.seed,
+                seed,
                 invariant: failure.invariant.clone(),
                 kind: failure.kind.clone(),
                 step: Some(failure.step),
                 virtual_time_ms: Some(failure.time_ms),
                 message: failure.message.clone(),
-                seed_file: seed_file.map(|path| path.display().to_string()),
+                seed_file,
+                replay,
+            });
+        } else if let Some(unsettled) = &outcome.unsettled {
+            failed_seeds.push(FailedSeed {
+                seed,
+                invariant: report::UNSETTLED.to_owned(),
+                kind: "bound".to_owned(),
+                step: Some(unsettled.step),
+                virtual_time_ms: Some(unsettled.time_ms),
+                message: unsettled.to_string(),
+                seed_file,
                 replay,
             });
         }
     }
-    let summary = SweepSummary {
-        system: system.name().to_owned(),
+    let seed_errors = report
+        .errors
+        .iter()
+        .map(|(seed, error)| SeedError {
+            seed: *seed,
+            message: error.clone(),
+            replay: announcer.replay_by_seed(*seed),
+        })
+        .collect();
+    SweepSummary {
+        system: announcer.system.to_owned(),
         first_seed: args.first_seed,
         seeds: args.seeds,
         shard: args.shard,
@@ -510,24 +687,49 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             wall_ms: millis(first.wall),
         }),
         coverage: report.coverage.clone(),
-    };
-    // After the failures and before the closing lines, which scripts read by position.
+        interrupted: report.interrupted,
+    }
+}
+
+/// 2 when a seed could not run, else 1 when a seed failed, else 130 when a signal stopped the
+/// sweep, else 0.
+fn sweep_exit_code(summary: &SweepSummary, report: &crate::sweep::SweepReport) -> i32 {
+    if !summary.errors.is_empty() {
+        2
+    } else if !summary.failures.is_empty() {
+        1
+    } else if report.interrupted {
+        130
+    } else {
+        0
+    }
+}
+
+/// The lines after the findings: coverage, the corpus, seed files that could not be written, the
+/// first failure, and the summary line that scripts read last.
+fn print_closing_lines(
+    args: &SweepArgs,
+    summary: &SweepSummary,
+    report: &crate::sweep::SweepReport,
+    findings: &Findings,
+    jobs: usize,
+) {
     for line in summary.coverage.lines() {
         say!("{line}");
     }
-    let invariant_failures = summary
+    let findings_with_runs = summary
         .failures
         .iter()
         .filter(|failure| failure.step.is_some())
         .count();
-    if invariant_failures > 0 {
-        let written = summary
+    if findings_with_runs > 0 {
+        let with_file = summary
             .failures
             .iter()
             .filter(|failure| failure.seed_file.is_some())
             .count();
         say!(
-            "corpus: {written} of {invariant_failures} failures hold a seed file in {}; the rest repeat a kept failure{}",
+            "corpus: {with_file} of {findings_with_runs} failures hold a seed file in {}; the rest repeat a kept failure{}",
             args.seeds_dir.display(),
             if args.no_shrink {
                 ""
@@ -536,10 +738,18 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             }
         );
     }
+    let unwritable = findings.unwritable();
+    if let Some(why) = unwritable.values().next() {
+        say!(
+            "corpus: {} seed file{} could not be written ({why}); each failure above still has its replay --seed command",
+            unwritable.len(),
+            if unwritable.len() == 1 { "" } else { "s" },
+        );
+    }
     if let Some(first) = &summary.first_failure {
         say!("{}", report::first_failure_line(first));
     }
-    let mut scope = format!("system {}, seeds {}", system.name(), summary.range());
+    let mut scope = format!("system {}, seeds {}", summary.system, summary.range());
     if let Some(shard) = args.shard {
         scope.push_str(&format!(", shard {shard}"));
     }
@@ -550,23 +760,30 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
             report.seeds_run, report.seeds_planned
         ));
     }
+    if report.interrupted {
+        scope.push_str(&format!(
+            ", interrupted after {} of {} seeds",
+            report.seeds_run, report.seeds_planned
+        ));
+    }
+    let unsettled = summary
+        .failures
+        .iter()
+        .filter(|failure| failure.invariant == report::UNSETTLED)
+        .count();
     say!(
-        "sweep: {} seeds, {} failures, {} steps, {:.1} s wall, {:.1} seeds/s ({scope})",
+        "sweep: {} seeds, {} failures{}, {} steps, {:.1} s wall, {:.1} seeds/s ({scope})",
         report.seeds_run,
-        report.failures.len(),
+        report.failures.len() - unsettled,
+        if unsettled > 0 {
+            format!(", {unsettled} unsettled")
+        } else {
+            String::new()
+        },
         report.steps,
         report.wall.as_secs_f64(),
         report.seeds_per_second(),
     );
-    for (flag, path) in report_paths(args) {
-        let contents = if flag == "--junit" {
-            report::junit_report(&summary)
-        } else {
-            report::json_report(&summary)
-        };
-        report::write_atomically(path, &contents).map_err(|why| report_path_error(flag, path, &why))?;
-    }
-    Ok(code)
 }
 
 /// The report files asked for, with the flag that asked for each.
@@ -588,113 +805,21 @@ fn millis(wall: Duration) -> u64 {
     u64::try_from(wall.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// What became of one failing seed: its shrinking, and the seed file that holds it.
-#[derive(Default)]
-struct Keeping {
-    shrink_summary: Option<String>,
-    kept: Option<Kept>,
-}
-
-/// Shrinks the failures of a sweep and offers their seed files to the corpus, smallest first, so
-/// that of several failures with one signature the shortest is written and the others are never
-/// written and then removed. Returns what became of each failing seed.
-fn keep_failures(
-    system: &Arc<dyn System>,
-    failures: &[crate::sweep::SeedResult],
-    args: &SweepArgs,
-    jobs: usize,
-) -> Result<BTreeMap<u64, Keeping>, UsageError> {
-    let mut corpus = Corpus::open(&args.seeds_dir).map_err(UsageError)?;
-    let mut shrinks = shrink_failures(system, failures, args, jobs);
-    let mut keeping = BTreeMap::new();
-    let mut files = Vec::new();
-    for outcome in failures
-        .iter()
-        .map(|result| &result.outcome)
-        .filter(|outcome| outcome.failure.is_some())
-    {
-        let mut entry = Keeping::default();
-        let file = match shrinks.remove(&outcome.seed) {
-            None if !args.no_shrink => None,
-            None => Some(SeedFile::from_outcome(outcome, String::new())),
-            Some(Ok((recorded, shrunk))) => {
-                entry.shrink_summary = Some(shrunk.summary());
-                let mut file = SeedFile::from_outcome(&recorded, String::new());
-                file.shrunk = Some(ShrunkRun::from_shrunk(&shrunk));
-                Some(file)
-            }
-            Some(Err(why)) => {
-                eprintln!("warning: seed {} was not shrunk: {why}", outcome.seed);
-                Some(SeedFile::from_outcome(outcome, String::new()))
-            }
-        };
-        if let Some(file) = file {
-            files.push(file);
-        }
-        keeping.insert(outcome.seed, entry);
-    }
-    files.sort_by_key(|file| (file.smallest(), file.seed));
-    for file in &files {
-        let kept = corpus.add(file).map_err(UsageError)?;
-        if let Some(entry) = keeping.get_mut(&file.seed) {
-            entry.kept = Some(kept);
-        }
-    }
-    Ok(keeping)
-}
-
-/// Shrinks the failures a sweep keeps: unless `--no-shrink`, the first `--shrink-max` of each
-/// invariant, in seed order. Returns the result for each seed shrunk.
-fn shrink_failures(
-    system: &Arc<dyn System>,
-    failures: &[crate::sweep::SeedResult],
-    args: &SweepArgs,
-    jobs: usize,
-) -> BTreeMap<u64, crate::shrink::ShrinkResult> {
-    if args.no_shrink {
-        return BTreeMap::new();
-    }
-    let mut per_invariant: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut chosen = Vec::new();
-    for result in failures {
-        if let Some(failure) = &result.outcome.failure {
-            let count = per_invariant.entry(failure.invariant.as_str()).or_insert(0);
-            if *count < args.shrink_max {
-                *count += 1;
-                chosen.push((result.outcome.seed, result.outcome.config.clone()));
-            }
-        }
-    }
-    if chosen.is_empty() {
-        return BTreeMap::new();
-    }
-    eprintln!(
-        "sweep: shrinking {} failing seed{} (at most {} runs each; --no-shrink skips this)",
-        chosen.len(),
-        if chosen.len() == 1 { "" } else { "s" },
-        args.shrink_runs
-    );
-    let runs_max = usize::try_from(args.shrink_runs).unwrap_or(usize::MAX);
-    let results = crate::shrink::shrink_all(system, &chosen, jobs, runs_max);
-    chosen.iter().map(|(seed, _)| *seed).zip(results).collect()
-}
-
-fn check_writable(directory: &Path) -> Result<(), UsageError> {
+/// Refuses a seed directory a sweep must not fill or clean, and one it cannot write to.
+fn check_seed_directory(directory: &Path) -> Result<(), UsageError> {
+    files::check_seed_directory(directory).map_err(|why| UsageError(format!("--seeds-dir {why}")))?;
     std::fs::create_dir_all(directory).map_err(|error| {
         UsageError(format!(
             "--seeds-dir {} cannot be created ({error}); choose a writable directory",
             directory.display()
         ))
     })?;
-    let probe = directory.join(format!(".write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|error| {
+    files::check_writable_file(&directory.join(".write-probe")).map_err(|error| {
         UsageError(format!(
             "--seeds-dir {} is not writable ({error}); choose a writable directory",
             directory.display()
         ))
-    })?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+    })
 }
 
 /// A sweep's progress on standard error: a bar on a terminal; elsewhere (a CI log, a pipe) a
@@ -751,6 +876,14 @@ impl ProgressDisplay {
             bar.finish_and_clear();
         }
     }
+
+    /// Runs `print` with the bar hidden, so that lines printed while a sweep runs do not tear it.
+    fn suspend(&self, print: impl FnOnce()) {
+        match self {
+            ProgressDisplay::Bar(bar) => bar.suspend(print),
+            ProgressDisplay::Lines { .. } => print(),
+        }
+    }
 }
 
 fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
@@ -763,78 +896,28 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
     if let Some(path) = &args.html {
         report::check_report_path(path).map_err(|why| report_path_error("--html", path, &why))?;
     }
-    // The page is drawn from the trace, so --html keeps it even without --trace.
-    let keep_trace = args.trace || args.html.is_some();
-    let (seed, system_name, options, file) = match (&args.file, args.seed) {
-        (Some(path), _) => {
-            let file = SeedFile::read(path).map_err(UsageError)?;
-            let system = args.system.clone().unwrap_or_else(|| file.system.clone());
-            let from = args.from.unwrap_or(match (&file.shrunk, &file.schedule) {
-                (Some(_), _) => ReplayFrom::Shrunk,
-                (None, Some(_)) => ReplayFrom::Schedule,
-                (None, None) => ReplayFrom::Seed,
-            });
-            let (config, schedule, digest, what) = match from {
-                ReplayFrom::Seed => (file.config.clone(), None, file.trace_digest.clone(), "its seed"),
-                ReplayFrom::Schedule => {
-                    let schedule = file.schedule.clone().ok_or_else(|| {
-                        UsageError(format!(
-                            "{} holds no schedule (it was written before schedules were recorded); replay it with --from seed, or record one with `cargo run --release -- shrink {}`",
-                            path.display(),
-                            path.display()
-                        ))
-                    })?;
-                    (
-                        file.config.clone(),
-                        Some(schedule),
-                        file.trace_digest.clone(),
-                        "its recorded schedule",
-                    )
-                }
-                ReplayFrom::Shrunk => {
-                    let shrunk = file.shrunk.clone().ok_or_else(|| {
-                        UsageError(format!(
-                            "{} has not been shrunk; shrink it with `cargo run --release -- shrink {}`, or replay it with --from seed",
-                            path.display(),
-                            path.display()
-                        ))
-                    })?;
-                    (
-                        shrunk.config,
-                        Some(shrunk.schedule),
-                        shrunk.trace_digest,
-                        "its shrunk schedule",
-                    )
-                }
-            };
-            let options = RunOptions {
-                backend: config.backend,
-                keep_trace,
-                config: Some(config),
-                schedule,
-                ..RunOptions::default()
-            };
-            (file.seed, system, options, Some((file, digest, what)))
-        }
-        (None, Some(seed)) => {
-            let system = args.system.clone().unwrap_or_else(|| "reference".to_owned());
-            let options = RunOptions {
-                backend: find_backend(&args.backend)?,
-                keep_trace,
+    let plan = match (&args.file, args.seed) {
+        (Some(path), _) => ReplayPlan::from_file(args, path)?,
+        (None, Some(seed)) => ReplayPlan {
+            seed,
+            system: args.system.clone().unwrap_or_else(|| "reference".to_owned()),
+            options: RunOptions {
+                backend: find_backend(args.backend.as_deref().unwrap_or("memdb"))?,
+                keep_trace: args.trace || args.html.is_some(),
                 config: None,
                 every_fault: args.all_faults,
                 ..RunOptions::default()
-            };
-            (seed, system, options, None)
-        }
+            },
+            file: None,
+        },
         (None, None) => {
             return Err(UsageError(
-                "replay needs a seed file or --seed S; for example `cargo run --release -- replay seeds/reference-7.json`".to_owned(),
+                "replay needs a seed file or --seed S; for example `cargo run --release -- replay seeds/receipt-first-0.json`".to_owned(),
             ));
         }
     };
-    let system = find_system(&system_name)?;
-    let outcome = run_seed(&system, seed, &options).map_err(UsageError)?;
+    let system = find_system(&plan.system)?;
+    let outcome = run_seed(&system, plan.seed, &plan.options).map_err(UsageError)?;
     if args.trace
         && let Some(lines) = &outcome.trace
     {
@@ -842,29 +925,11 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
             say!("{line}");
         }
     }
-    let verdict = match &outcome.failure {
-        Some(failure) => format!(
-            "FAILED {} at step {} ({}): {}",
-            failure.invariant,
-            failure.step,
-            format_time_ms(failure.time_ms),
-            failure.message
-        ),
-        None => "passed every invariant".to_owned(),
-    };
-    let from = file
-        .as_ref()
-        .map_or(String::new(), |(_, _, what)| format!(" from {what}"));
-    say!(
-        "replay: seed {seed} on {}{from}: {verdict} ({} steps, digest {})",
-        system.name(),
-        outcome.steps,
-        outcome.digest
-    );
+    say_replay_verdict(&plan, system.name(), &outcome);
     if let Some(path) = &args.html {
         let title = match &args.file {
-            Some(file_path) => format!("{} seed {seed} ({})", system.name(), file_path.display()),
-            None => format!("{} seed {seed}", system.name()),
+            Some(file_path) => format!("{} seed {} ({})", system.name(), plan.seed, file_path.display()),
+            None => format!("{} seed {}", system.name(), plan.seed),
         };
         let lines = outcome.trace.as_deref().unwrap_or(&[]);
         let page = crate::timeline::render(&title, lines, outcome.failure.as_ref());
@@ -880,29 +945,176 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
             outcome.schedule_report.len()
         );
     }
-    if let Some((file, digest, _)) = &file {
-        if file.system == system.name() && *digest != outcome.digest {
-            say!(
-                "replay: the trace digest differs from the file's ({digest}): the code or the schedule changed since the file was written"
-            );
-        }
-        if !file.expect.is_met_by(outcome.failure.as_ref()) {
-            say!(
-                "replay: this run did not do what the file expects ({})",
-                file.expect
-            );
-        }
+    if let Some(file) = &plan.file {
+        say_against_file(file, system.name(), &outcome);
     }
-    if outcome.failure.is_none() {
+    if outcome.failure.is_none() && outcome.unsettled.is_none() {
         return Ok(0);
     }
     if args.file.is_none() {
         say!(
-            "replay: to keep it, sweep it: cargo run --release -- sweep --system {} --seeds 1 --first-seed {seed}",
-            system.name()
+            "replay: to keep it, sweep it: cargo run --release -- sweep --system {} --seeds 1 --first-seed {}",
+            system.name(),
+            plan.seed
         );
     }
     Ok(1)
+}
+
+/// What `replay` runs: a seed, a system and how, and the seed file it came from.
+struct ReplayPlan {
+    seed: u64,
+    system: String,
+    options: RunOptions,
+    file: Option<ReplayedFile>,
+}
+
+/// A seed file being replayed, and which of its runs.
+struct ReplayedFile {
+    contents: SeedFile,
+    /// The digest the chosen run had when the file was written.
+    digest: String,
+    /// `its seed`, `its recorded schedule` or `its shrunk schedule`.
+    what: &'static str,
+    /// The backend the file's run used, when `--backend` asked for another one.
+    backend_replaced: Option<Backend>,
+}
+
+impl ReplayPlan {
+    fn from_file(args: &ReplayArgs, path: &Path) -> Result<ReplayPlan, UsageError> {
+        let file = SeedFile::read(path).map_err(UsageError)?;
+        let system = args.system.clone().unwrap_or_else(|| file.system.clone());
+        let from = args.from.unwrap_or(match (&file.shrunk, &file.schedule) {
+            (Some(_), _) => ReplayFrom::Shrunk,
+            (None, Some(_)) => ReplayFrom::Schedule,
+            (None, None) => ReplayFrom::Seed,
+        });
+        let (mut config, schedule, digest, what) = match from {
+            ReplayFrom::Seed => (file.config.clone(), None, file.trace_digest.clone(), "its seed"),
+            ReplayFrom::Schedule => {
+                let schedule = file.schedule.clone().ok_or_else(|| {
+                    UsageError(format!(
+                        "{} holds no schedule (it was written before schedules were recorded, or as found by a sweep); replay it with --from seed, or record one with `cargo run --release -- shrink {}`",
+                        path.display(),
+                        path.display()
+                    ))
+                })?;
+                let digest = file.trace_digest.clone();
+                (
+                    file.config.clone(),
+                    Some(schedule),
+                    digest,
+                    "its recorded schedule",
+                )
+            }
+            ReplayFrom::Shrunk => {
+                let shrunk = file.shrunk.clone().ok_or_else(|| {
+                    UsageError(format!(
+                        "{} has not been shrunk; shrink it with `cargo run --release -- shrink {}`, or replay it with --from seed",
+                        path.display(),
+                        path.display()
+                    ))
+                })?;
+                (
+                    shrunk.config,
+                    Some(shrunk.schedule),
+                    shrunk.trace_digest,
+                    "its shrunk schedule",
+                )
+            }
+        };
+        let mut backend_replaced = None;
+        if let Some(name) = &args.backend {
+            let backend = find_backend(name)?;
+            if backend != config.backend {
+                backend_replaced = Some(config.backend);
+                config.backend = backend;
+            }
+        }
+        let options = RunOptions {
+            backend: config.backend,
+            keep_trace: args.trace || args.html.is_some(),
+            config: Some(config),
+            schedule,
+            ..RunOptions::default()
+        };
+        Ok(ReplayPlan {
+            seed: file.seed,
+            system,
+            options,
+            file: Some(ReplayedFile {
+                contents: file,
+                digest,
+                what,
+                backend_replaced,
+            }),
+        })
+    }
+}
+
+/// `replay: seed 3 on receipt-first from its shrunk schedule: FAILED ... (17 steps, digest ...)`.
+fn say_replay_verdict(plan: &ReplayPlan, system: &str, outcome: &crate::run::RunOutcome) {
+    let verdict = match (&outcome.failure, &outcome.unsettled) {
+        (Some(failure), _) => format!(
+            "FAILED {} at step {} ({}): {}",
+            failure.invariant,
+            failure.step,
+            format_time_ms(failure.time_ms),
+            failure.message
+        ),
+        (None, Some(unsettled)) => format!("UNSETTLED: {unsettled}"),
+        (None, None) => "passed every invariant".to_owned(),
+    };
+    let mut from = String::new();
+    if let Some(file) = &plan.file {
+        from = format!(" from {}", file.what);
+        if file.backend_replaced.is_some() {
+            from.push_str(&format!(" on backend {}", plan.options.backend.name()));
+        }
+    }
+    say!(
+        "replay: seed {} on {system}{from}: {verdict} ({} steps, digest {})",
+        plan.seed,
+        outcome.steps,
+        outcome.digest
+    );
+}
+
+/// Compares a replayed run with what its seed file recorded and expects, in words a reader can
+/// act on.
+fn say_against_file(file: &ReplayedFile, system: &str, outcome: &crate::run::RunOutcome) {
+    let contents = &file.contents;
+    if let Some(recorded) = file.backend_replaced {
+        say!(
+            "replay: the file's run used backend {}; a run on another backend may take other turns, so its digest is not compared",
+            recorded.name()
+        );
+    } else if contents.system == system && file.digest != outcome.digest {
+        say!(
+            "replay: the trace digest differs from the file's ({}): the code or the schedule changed since the file was written",
+            file.digest
+        );
+    }
+    let met = contents.expect.is_met_by_outcome(outcome);
+    if contents.system != system {
+        say!(
+            "replay: the file was written for {}, where it {}; this replay ran {system} instead, to check a fix",
+            contents.system,
+            contents.expect
+        );
+    } else if met {
+        // What the file expects, which the verdict line already says.
+    } else if matches!(contents.expect, Expectation::Fails { .. }) && outcome.failure.is_none() {
+        say!(
+            "replay: the file expects this run to {}, and it now passes every invariant; if the bug is fixed, keep the file as a regression test by setting its \"expect\" to {{\"outcome\": \"passes\"}}",
+            contents.expect
+        );
+    } else {
+        say!(
+            "replay: the file expects this run to {}, but it did not; see the verdict above",
+            contents.expect
+        );
+    }
 }
 
 fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
@@ -913,6 +1125,12 @@ fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
     // The original run, written down, is what the summary measures from; a file written before
     // schedules were recorded gets its schedule now.
     let recorded = crate::shrink::record(&system, file.seed, &file.config).map_err(UsageError)?;
+    if recorded.failure.is_none() && file.expect == Expectation::DoesNotSettle {
+        return Err(UsageError(format!(
+            "{} holds a run that did not settle within its bounds; shrinking reduces invariant failures only, so replay it with --trace or --html to see what was still pending",
+            path.display()
+        )));
+    }
     if recorded.failure.is_none() {
         return Err(UsageError(format!(
             "{} no longer fails on {}: nothing to shrink (if the bug is fixed, set its expect to passes to keep it as a regression)",

@@ -131,43 +131,135 @@ impl SimConfig {
         }
     }
 
-    /// Checks the values a hand-edited seed file could get wrong.
+    /// Checks every value a hand-edited seed file could get wrong, against [`limits`]: counts,
+    /// durations, ratios and each fault model's settings. The error is one line naming the field
+    /// (as a path from the configuration, `relay.lease_ms`), the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
-        let positive = [
-            ("tenants", i64::from(self.tenants)),
-            ("orders_per_tenant", i64::from(self.orders_per_tenant)),
-            ("receivers", i64::from(self.receivers)),
+        use limits::{DURATION_MS_MAX, check};
+        check("tenants", self.tenants, 1, limits::TENANTS_MAX)?;
+        check(
+            "orders_per_tenant",
+            self.orders_per_tenant,
+            1,
+            limits::ORDERS_PER_TENANT_MAX,
+        )?;
+        let orders = u64::from(self.tenants) * u64::from(self.orders_per_tenant);
+        if orders > limits::ORDERS_MAX {
+            return Err(format!(
+                "tenants x orders_per_tenant is {} x {} = {orders} orders; allowed at most {} (a bound on a run's memory and time)",
+                self.tenants,
+                self.orders_per_tenant,
+                limits::ORDERS_MAX
+            ));
+        }
+        check("receivers", self.receivers, 1, limits::PROCESSES_MAX)?;
+        // No relay worker is allowed: nothing then drains the outbox, which the run reports as
+        // a world that did not settle, not as a failure.
+        check("relay_workers", self.relay_workers, 0, limits::PROCESSES_MAX)?;
+        for (name, value) in [
             ("sender_timeout_ms", self.sender_timeout_ms),
             ("emit_window_ms", self.emit_window_ms),
             ("network_latency_ms_max", self.network_latency_ms_max),
             ("provider_latency_ms_max", self.provider_latency_ms_max),
             ("relay.call_timeout_ms", self.relay.call_timeout_ms),
             ("relay.lease_ms", self.relay.lease_ms),
-            ("relay.idle_poll_min_ms", self.relay.idle_poll_min_ms),
+            ("relay.key_lifetime_ms", self.relay.key_lifetime_ms),
             ("relay.backoff_base_ms", self.relay.backoff_base_ms),
-            ("relay.attempts_max", self.relay.attempts_max),
+            ("relay.backoff_cap_ms", self.relay.backoff_cap_ms),
+            ("relay.idle_poll_min_ms", self.relay.idle_poll_min_ms),
+            ("relay.idle_poll_max_ms", self.relay.idle_poll_max_ms),
             ("fault_phase_ms", self.fault_phase_ms),
-        ];
-        for (name, value) in positive {
-            if value <= 0 {
-                return Err(format!("configuration: {name} must be positive, found {value}"));
-            }
+            ("liveness_ms_max", self.liveness_ms_max),
+        ] {
+            check(name, value, 1, DURATION_MS_MAX)?;
         }
-        if self.paid_orders.denominator == 0 || self.paid_orders.numerator > self.paid_orders.denominator {
-            return Err("configuration: paid_orders must be a ratio between 0 and 1".to_owned());
+        for (name, value) in [
+            ("relay.clock_skew_ms_max", self.relay.clock_skew_ms_max),
+            ("relay.stall_ms_max", self.relay.stall_ms_max),
+        ] {
+            check(name, value, 0, DURATION_MS_MAX)?;
         }
-        if self.tenants > 26 {
-            return Err(format!(
-                "configuration: at most 26 tenants, found {}",
-                self.tenants
-            ));
-        }
-        for name in self.faults.keys() {
-            if faults::kind(name).is_none() {
-                return Err(format!("configuration: unknown fault model {name:?}"));
-            }
+        check(
+            "relay.idle_poll_max_ms",
+            self.relay.idle_poll_max_ms,
+            self.relay.idle_poll_min_ms,
+            DURATION_MS_MAX,
+        )?;
+        check(
+            "relay.attempts_max",
+            self.relay.attempts_max,
+            1,
+            limits::ATTEMPTS_MAX,
+        )?;
+        check(
+            "fault_phase_steps_max",
+            self.fault_phase_steps_max,
+            1,
+            limits::FAULT_PHASE_STEPS_MAX,
+        )?;
+        check(
+            "liveness_steps_max",
+            self.liveness_steps_max,
+            1,
+            limits::LIVENESS_STEPS_MAX,
+        )?;
+        for (name, settings) in &self.faults {
+            let Some(kind) = faults::kind(name) else {
+                return Err(format!(
+                    "faults.{}: no fault model has this name; see `list` for the fault models",
+                    crate::files::clip(name, 80)
+                ));
+            };
+            // Building a model checks its settings; the stream it gets is never drawn from.
+            (kind.build)(settings, SimRng::stream(0, "validate"))
+                .map_err(|error| format!("faults.{name}.{error}"))?;
         }
         Ok(())
+    }
+}
+
+/// The bounds every configuration is held to, so that any seed file a user edits runs in bounded
+/// memory and time and no arithmetic on its values can overflow: every duration is at most a
+/// year, so the sum of a few of them is far from the largest `i64`. The README lists them.
+pub mod limits {
+    use std::fmt::Display;
+
+    /// The longest duration any setting may have: a year, in milliseconds.
+    pub const DURATION_MS_MAX: i64 = 365 * 24 * super::HOUR_MS;
+    /// Tenants are named `tenant-a` to `tenant-z`.
+    pub const TENANTS_MAX: u32 = 26;
+    pub const ORDERS_PER_TENANT_MAX: u32 = 64;
+    /// Orders over all tenants.
+    pub const ORDERS_MAX: u64 = 256;
+    /// Receivers, and relay workers, each.
+    pub const PROCESSES_MAX: u32 = 16;
+    /// Subscriptions an event is delivered to.
+    pub const SUBSCRIPTIONS_MAX: u32 = 8;
+    /// Deliveries of one event outside the retry schedule.
+    pub const EXTRA_DELIVERIES_MAX: usize = 8;
+    /// Events in a workload: a few per order, plus what fault models add.
+    pub const EVENTS_MAX: usize = 4_096;
+    pub const ATTEMPTS_MAX: i64 = 1_000;
+    pub const FAULT_PHASE_STEPS_MAX: u64 = 1_000_000;
+    pub const LIVENESS_STEPS_MAX: u64 = 5_000_000;
+    /// Lines in a schedule: one per step of the longest run.
+    pub const SCHEDULE_STEPS_MAX: usize = (FAULT_PHASE_STEPS_MAX + LIVENESS_STEPS_MAX) as usize;
+    /// Outage windows a fault model may list.
+    pub const WINDOWS_MAX: usize = 16;
+    /// Characters in a name (an account, a tenant, an order, an event id).
+    pub const NAME_CHARS_MAX: usize = 64;
+
+    /// `Ok` when `low <= value <= high`; otherwise one line naming `field`, the value and the
+    /// allowed range.
+    pub fn check<T: PartialOrd + Display>(field: &str, value: T, low: T, high: T) -> Result<(), String> {
+        if value >= low && value <= high {
+            Ok(())
+        } else {
+            Err(format!(
+                "{field} is {}; allowed {low} to {high}",
+                crate::files::clip(&value.to_string(), 80)
+            ))
+        }
     }
 }
 

@@ -30,6 +30,8 @@
 //! - [`shrink`]: a failing run reduced to the few decisions that matter.
 //! - [`seed_file`]: the JSON file a failing seed is written to.
 //! - [`corpus`]: the seed directory, kept to the shortest file per distinct failure.
+//! - [`findings`]: a sweep's failures, written the moment they are found, then shrunk and deduplicated.
+//! - [`files`]: atomic, durable writes of regular files only, and the seed directory's safety checks.
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
 //! - [`bench`](mod@bench): the simulator's speed and memory, and its cost against SQLite replaying the same
@@ -45,6 +47,8 @@ pub mod corpus;
 pub mod coverage;
 pub mod db;
 pub mod faults;
+pub mod files;
+pub mod findings;
 pub mod invariants;
 pub mod mutants;
 pub mod provider;

@@ -8,12 +8,12 @@
 //! Files are written atomically (a temporary file in the same directory, renamed into place),
 //! so a CI system never picks up half a report.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::coverage::{FaultTally, SweepCoverage, Tally};
+use crate::files;
 use crate::sweep::Shard;
 use crate::trace::format_time_ms;
 
@@ -47,6 +47,8 @@ pub struct SweepSummary {
     pub first_failure: Option<FirstFailureSummary>,
     /// What fired and what was reached across the seeds that ran.
     pub coverage: SweepCoverage,
+    /// Whether a signal stopped the sweep before it ran every planned seed.
+    pub interrupted: bool,
 }
 
 /// One problem found in one seed: an invariant that failed, or two runs that differed.
@@ -71,6 +73,10 @@ pub struct FailedSeed {
 
 /// The name reports give two runs of one seed that differ.
 pub const NONDETERMINISM: &str = "same-trace-on-every-run";
+
+/// The name reports give a run that reached its liveness bound before the world settled (kind
+/// `bound`): a verdict of its own, not an invariant's.
+pub const UNSETTLED: &str = "did-not-settle";
 
 /// A seed that could not run at all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -196,6 +202,7 @@ pub fn json_report(summary: &SweepSummary) -> String {
         seeds_planned: u64,
         seeds_run: u64,
         stopped_by_time_budget: bool,
+        interrupted: bool,
         passed: bool,
         failing_seeds: usize,
         steps: u64,
@@ -225,7 +232,8 @@ pub fn json_report(summary: &SweepSummary) -> String {
         time_budget_s: summary.time_budget_s,
         seeds_planned: summary.seeds_planned,
         seeds_run: summary.seeds_run,
-        stopped_by_time_budget: summary.seeds_run < summary.seeds_planned,
+        stopped_by_time_budget: summary.seeds_run < summary.seeds_planned && !summary.interrupted,
+        interrupted: summary.interrupted,
         passed: summary.passed(),
         failing_seeds: summary.failing_seeds(),
         steps: summary.steps,
@@ -480,62 +488,21 @@ fn escape(value: &str, in_attribute: bool) -> String {
     escaped
 }
 
-/// Checks, before a long sweep starts, that a report can later be written to `path`: its
-/// directory exists or can be made, and a file can be created there. Errors are one line.
+/// Checks, before a long sweep starts, that a report can later be written to `path` (see
+/// [`files::check_writable_file`]). Errors are one line.
 pub fn check_report_path(path: &Path) -> Result<(), String> {
-    if path.is_dir() {
-        return Err(format!("{} is a directory", path.display()));
-    }
-    let directory = directory_of(path);
-    fs::create_dir_all(&directory)
-        .map_err(|error| format!("{} cannot be created ({error})", directory.display()))?;
-    let probe = temporary_path(path);
-    fs::write(&probe, b"").map_err(|error| format!("{} is not writable ({error})", directory.display()))?;
-    let _ = fs::remove_file(probe);
-    Ok(())
+    files::check_writable_file(path)
 }
 
-/// Writes `contents` to `path` atomically: into a temporary file in the same directory, then
-/// renamed over `path`, so that readers see the old file or the whole new one.
+/// Writes a report to `path` atomically and durably (see [`files::write_atomically`]).
 pub fn write_atomically(path: &Path, contents: &str) -> Result<(), String> {
-    if path.is_dir() {
-        return Err(format!("{} is a directory", path.display()));
-    }
-    let directory = directory_of(path);
-    fs::create_dir_all(&directory)
-        .map_err(|error| format!("{} cannot be created ({error})", directory.display()))?;
-    let temporary = temporary_path(path);
-    fs::write(&temporary, contents).map_err(|error| {
-        let _ = fs::remove_file(&temporary);
-        format!("cannot write into {} ({error})", directory.display())
-    })?;
-    fs::rename(&temporary, path).map_err(|error| {
-        let _ = fs::remove_file(&temporary);
-        format!(
-            "cannot move the report into place at {} ({error})",
-            path.display()
-        )
-    })
-}
-
-/// The directory `path` is in; `.` for a bare file name.
-fn directory_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// A hidden name next to `path`, distinct per process, for the file before it is renamed.
-fn temporary_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "report".into(), |name| name.to_string_lossy().into_owned());
-    directory_of(path).join(format!(".{name}.tmp-{}", std::process::id()))
+    files::write_atomically(path, contents.as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn summary(failures: Vec<FailedSeed>) -> SweepSummary {
@@ -561,6 +528,7 @@ mod tests {
             errors: Vec::new(),
             first_failure,
             coverage: SweepCoverage::default(),
+            interrupted: false,
         }
     }
 
@@ -655,7 +623,7 @@ mod tests {
         assert!(
             check_report_path(&directory)
                 .unwrap_err()
-                .contains("is a directory")
+                .contains("is a directory, not a regular file")
         );
         let below_a_file = path.join("report.xml");
         assert!(check_report_path(&below_a_file).is_err());

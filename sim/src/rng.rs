@@ -58,11 +58,41 @@ fn stream_id(label: &str) -> u64 {
     hash
 }
 
-/// A probability as `numerator / denominator`.
+/// A probability as `numerator / denominator`. Reading one from a seed file checks that it is
+/// a probability, so a hand-edited zero denominator is an error message, never a division.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RatioFields")]
 pub struct Ratio {
     pub numerator: u32,
     pub denominator: u32,
+}
+
+/// A ratio as written, before it is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RatioFields {
+    numerator: u32,
+    denominator: u32,
+}
+
+impl TryFrom<RatioFields> for Ratio {
+    type Error = String;
+
+    fn try_from(fields: RatioFields) -> Result<Ratio, String> {
+        let RatioFields {
+            numerator,
+            denominator,
+        } = fields;
+        if denominator == 0 || numerator > denominator {
+            return Err(format!(
+                "{numerator}/{denominator} is not a probability; need 1 <= denominator and numerator <= denominator"
+            ));
+        }
+        Ok(Ratio {
+            numerator,
+            denominator,
+        })
+    }
 }
 
 impl Ratio {
@@ -103,6 +133,22 @@ mod tests {
         assert_eq!(draws(7, "scheduler"), draws(7, "scheduler"));
         assert_ne!(draws(7, "scheduler"), draws(7, "config"));
         assert_ne!(draws(7, "scheduler"), draws(8, "scheduler"));
+    }
+
+    #[test]
+    fn ratios_read_from_files_are_probabilities() {
+        let read = |text: &str| serde_json::from_str::<Ratio>(text);
+        assert_eq!(
+            read(r#"{"numerator": 1, "denominator": 4}"#).unwrap(),
+            Ratio::new(1, 4)
+        );
+        for bad in [
+            r#"{"numerator": 1, "denominator": 0}"#,
+            r#"{"numerator": 5, "denominator": 4}"#,
+            r#"{"numerator": -1, "denominator": 4}"#,
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -84,6 +84,34 @@ pub struct Failure {
     pub message: String,
 }
 
+/// A run whose liveness phase reached its bound (in steps or in virtual time) before the world
+/// was quiet. This is a verdict of its own, not an invariant's: the liveness invariants judge a
+/// world that has settled, and a world cut off mid-work would fail them for the bound's sake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unsettled {
+    /// The step and virtual time at which the bound was reached.
+    pub step: u64,
+    pub time_ms: i64,
+    /// The bound, as a reader reads it: `50000 steps after heal` or `5 days of virtual time after heal`.
+    pub bound: String,
+    /// What was still pending: streams the sender had not settled, obligations owed, work in
+    /// flight, processes down.
+    pub pending: String,
+}
+
+impl std::fmt::Display for Unsettled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "did not settle within {} (reached at step {}, {}); still pending: {}",
+            self.bound,
+            self.step,
+            format_time_ms(self.time_ms),
+            self.pending
+        )
+    }
+}
+
 /// What a run did and concluded.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
@@ -94,6 +122,9 @@ pub struct RunOutcome {
     pub end_ms: i64,
     pub digest: String,
     pub failure: Option<Failure>,
+    /// Set when the run reached its liveness bound before the world settled; the liveness
+    /// invariants were then not judged (safety held up to that point, or `failure` says not).
+    pub unsettled: Option<Unsettled>,
     /// How often each fault model fired.
     pub faults_fired: BTreeMap<String, u64>,
     /// How often each interesting situation was reached (see `coverage`), only those reached.
@@ -180,6 +211,16 @@ pub(crate) struct Setup {
     /// Let fault models reshape the workload (not when it comes from a schedule or a test).
     pub(crate) shape_workload: bool,
     pub(crate) decider: Decider,
+}
+
+/// How a liveness phase ended.
+enum LivenessEnd {
+    /// The world went quiet, or nothing could happen any more.
+    Settled,
+    /// A safety invariant failed on the way.
+    Failed(Failure),
+    /// The bound came first.
+    Unsettled(Unsettled),
 }
 
 pub(crate) enum StepOutcome {
@@ -345,17 +386,23 @@ impl Simulation {
 
     pub(crate) fn run(&mut self) -> Result<RunOutcome, String> {
         self.start()?;
-        let failure = match self.fault_phase()? {
-            Some(failure) => Some(failure),
-            None => {
-                self.heal();
-                match self.liveness_phase()? {
-                    Some(failure) => Some(failure),
-                    None => self.check_liveness(),
-                }
+        if let Some(failure) = self.fault_phase()? {
+            return Ok(self.outcome(Some(failure)));
+        }
+        self.heal();
+        let outcome = match self.liveness_phase()? {
+            LivenessEnd::Failed(failure) => self.outcome(Some(failure)),
+            LivenessEnd::Settled => {
+                let failure = self.check_liveness();
+                self.outcome(failure)
+            }
+            LivenessEnd::Unsettled(unsettled) => {
+                let mut outcome = self.outcome(None);
+                outcome.unsettled = Some(unsettled);
+                outcome
             }
         };
-        Ok(self.outcome(failure))
+        Ok(outcome)
     }
 
     /// Starts the relay workers, schedules every event's creation and the fault models' timers.
@@ -451,25 +498,45 @@ impl Simulation {
         world.trace.push(line);
     }
 
-    fn liveness_phase(&mut self) -> Result<Option<Failure>, String> {
+    /// Runs until the world is quiet (or nothing more can happen), or until the liveness bound,
+    /// in steps or in virtual time, is reached first.
+    fn liveness_phase(&mut self) -> Result<LivenessEnd, String> {
         let (end_ms, steps_max) = {
             let world = self.world.borrow();
             (
-                world.now_ms + world.config.liveness_ms_max,
-                world.step + world.config.liveness_steps_max,
+                world.now_ms.saturating_add(world.config.liveness_ms_max),
+                world.step.saturating_add(world.config.liveness_steps_max),
             )
         };
         loop {
             {
                 let world = self.world.borrow();
-                if world.is_quiescent() || world.now_ms >= end_ms || world.step >= steps_max {
-                    return Ok(None);
+                if world.is_quiescent() {
+                    return Ok(LivenessEnd::Settled);
+                }
+                if world.now_ms >= end_ms || world.step >= steps_max {
+                    let bound = if world.step >= steps_max {
+                        format!("{} steps after heal", world.config.liveness_steps_max)
+                    } else {
+                        format!(
+                            "{} of virtual time after heal",
+                            crate::trace::format_duration_ms(world.config.liveness_ms_max)
+                        )
+                    };
+                    return Ok(LivenessEnd::Unsettled(Unsettled {
+                        step: world.step,
+                        time_ms: world.now_ms,
+                        bound,
+                        pending: world.pending_work(),
+                    }));
                 }
             }
             match self.step()? {
                 StepOutcome::Continue => {}
-                StepOutcome::Idle => return Ok(None),
-                StepOutcome::Failed(failure) => return Ok(Some(failure)),
+                // Nothing can happen any more: the world is as settled as it will get, and the
+                // liveness invariants judge it.
+                StepOutcome::Idle => return Ok(LivenessEnd::Settled),
+                StepOutcome::Failed(failure) => return Ok(LivenessEnd::Failed(failure)),
             }
         }
     }
@@ -1228,6 +1295,7 @@ impl Simulation {
             end_ms: world.now_ms,
             digest,
             failure,
+            unsettled: None,
             faults_fired: world.fault_counts.clone(),
             situations: world.probes.reached(),
             fault_log: world.fault_log.clone(),

@@ -88,10 +88,12 @@ impl Scenario {
             network_latency_ms_max: 1,
             provider_latency_ms_max: setup.provider_latency_ms_max,
             relay: setup.relay,
+            // A scripted run has no phases: the test decides every step, so these bounds are
+            // never consulted; they only need to be valid.
             fault_phase_ms: 1,
-            fault_phase_steps_max: 0,
-            liveness_ms_max: 0,
-            liveness_steps_max: 0,
+            fault_phase_steps_max: 1,
+            liveness_ms_max: 1,
+            liveness_steps_max: 1,
             faults: Default::default(),
         };
         config.validate()?;

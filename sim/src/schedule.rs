@@ -132,6 +132,93 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Checks every value a run takes from the schedule against [`crate::config::limits`]: how
+    /// many fixtures, events and lines there are, each event's times, subscriptions and extra
+    /// deliveries, and every number a choice carries. Labels are not checked: a line that names
+    /// nothing is skipped when the schedule runs. The error names the field (`events[3].subscriptions`).
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::config::limits::{self, DURATION_MS_MAX, check};
+        let name = |field: String, value: &str| {
+            check(
+                &format!("{field} (its length)"),
+                value.chars().count(),
+                1,
+                limits::NAME_CHARS_MAX,
+            )
+        };
+        check(
+            "fixtures.accounts (how many)",
+            self.fixtures.accounts.len(),
+            0,
+            limits::TENANTS_MAX as usize,
+        )?;
+        for (index, (account, tenant)) in self.fixtures.accounts.iter().enumerate() {
+            name(format!("fixtures.accounts[{index}][0]"), account)?;
+            name(format!("fixtures.accounts[{index}][1]"), tenant)?;
+        }
+        check(
+            "fixtures.orders (how many)",
+            self.fixtures.orders.len() as u64,
+            0,
+            limits::ORDERS_MAX,
+        )?;
+        for (index, order) in self.fixtures.orders.iter().enumerate() {
+            name(format!("fixtures.orders[{index}].tenant"), &order.tenant)?;
+            name(format!("fixtures.orders[{index}].order"), &order.order)?;
+        }
+        check("events (how many)", self.events.len(), 0, limits::EVENTS_MAX)?;
+        for (index, event) in self.events.iter().enumerate() {
+            let field = |part: &str| format!("events[{index}].{part}");
+            for (part, value) in [
+                ("account", &event.account),
+                ("event_id", &event.event_id),
+                ("tenant", &event.tenant),
+                ("order", &event.order),
+            ] {
+                name(field(part), value)?;
+            }
+            check(&field("created_ms"), event.created_ms, 0, DURATION_MS_MAX)?;
+            check(&field("deliver_at_ms"), event.deliver_at_ms, 0, DURATION_MS_MAX)?;
+            check(
+                &field("subscriptions"),
+                event.subscriptions,
+                1,
+                limits::SUBSCRIPTIONS_MAX,
+            )?;
+            check(
+                &field("extra_deliveries (how many)"),
+                event.extra_deliveries.len(),
+                0,
+                limits::EXTRA_DELIVERIES_MAX,
+            )?;
+            for (extra_index, extra) in event.extra_deliveries.iter().enumerate() {
+                check(
+                    &field(&format!("extra_deliveries[{extra_index}].at_ms")),
+                    extra.at_ms,
+                    0,
+                    DURATION_MS_MAX,
+                )?;
+            }
+        }
+        check(
+            "steps (how many)",
+            self.steps.len(),
+            0,
+            limits::SCHEDULE_STEPS_MAX,
+        )?;
+        for (index, line) in self.steps.iter().enumerate() {
+            for choice in StepLine::parse(line).choices {
+                check_choice(&choice).map_err(|error| {
+                    format!(
+                        "steps[{index}]: choice `{}`: {error}",
+                        crate::files::clip(&format!("{} {}", choice.kind, choice.value), 80)
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     /// How many fault choices the schedule makes.
     pub fn fault_count(&self) -> usize {
         self.steps
@@ -167,6 +254,58 @@ impl Schedule {
         format!("events {}; faults {}", or_none(&events), or_none(&faults))
     }
 }
+
+/// Checks the numbers a choice carries: durations within a year (times within a few), and copies
+/// within what a fault model may add. A value this build cannot read is left to the run, which
+/// takes the default for it, as for any choice that no longer applies.
+fn check_choice(choice: &Choice) -> Result<(), String> {
+    use crate::config::limits::{DURATION_MS_MAX, check};
+    let number = |text: &str| text.trim().parse::<i64>().ok();
+    match choice.kind.as_str() {
+        "copies" => {
+            if let Some(copies) = number(&choice.value) {
+                check("copies", copies, 0, COPIES_IN_A_CHOICE_MAX)?;
+            }
+        }
+        "latency" | "provider-latency" => {
+            if let Some(latency_ms) = number(&choice.value) {
+                check("milliseconds", latency_ms, 0, DURATION_MS_MAX)?;
+            }
+        }
+        "forget" => {
+            if let Some(at_ms) = number(&choice.value) {
+                check("time in milliseconds", at_ms, 0, 4 * DURATION_MS_MAX)?;
+            }
+        }
+        "fault" => {
+            let words: Vec<&str> = choice.value.split_whitespace().collect();
+            if let [_, action, amount] = words[..]
+                && let Some(amount) = number(amount)
+            {
+                let (low, field) = match action {
+                    "pause" => (1, "pause in milliseconds"),
+                    "clock" => (-DURATION_MS_MAX, "clock offset in milliseconds"),
+                    _ => (0, "milliseconds"),
+                };
+                check(field, amount, low, DURATION_MS_MAX)?;
+            }
+        }
+        "provider" => {
+            for flag in choice.value.split(',') {
+                if let Some((name, amount)) = flag.split_once('=')
+                    && let Some(amount) = number(amount)
+                {
+                    check(name.trim(), amount, 0, DURATION_MS_MAX)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The most copies one `copies` choice may send at once: more than any fault model draws.
+const COPIES_IN_A_CHOICE_MAX: i64 = 16;
 
 fn or_none(items: &[String]) -> String {
     if items.is_empty() {

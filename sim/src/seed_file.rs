@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::SimConfig;
-use crate::run::{Failure, RunOutcome};
+use crate::files::{clip, clip_quoted};
+use crate::run::{Failure, RunOutcome, Unsettled};
 use crate::schedule::Schedule;
 use crate::shrink::Shrunk;
 
@@ -28,6 +29,10 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The oldest version this build still reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 
+/// The largest file read as a seed file: room for the schedule of the longest run the limits
+/// allow, and a refusal, not an allocation, for anything larger.
+pub const SEED_FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
 /// What a seed file expects its replay to conclude.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
@@ -36,16 +41,36 @@ pub enum Expectation {
     Fails { invariant: String },
     /// The run must pass every invariant (a fixed bug kept as a regression).
     Passes,
+    /// The run must reach its liveness bound before the world settles (see
+    /// [`crate::run::Unsettled`]).
+    DoesNotSettle,
 }
 
 impl Expectation {
-    /// Whether `failure` is what this expectation asks for.
+    /// What a run concluded, as an expectation a seed file can hold.
+    pub fn of(outcome: &RunOutcome) -> Expectation {
+        match (&outcome.failure, &outcome.unsettled) {
+            (Some(failure), _) => Expectation::Fails {
+                invariant: failure.invariant.clone(),
+            },
+            (None, Some(_)) => Expectation::DoesNotSettle,
+            (None, None) => Expectation::Passes,
+        }
+    }
+
+    /// Whether `failure` is what this expectation asks for (a run that did not settle has no
+    /// failure; see [`Expectation::is_met_by_outcome`]).
     pub fn is_met_by(&self, failure: Option<&Failure>) -> bool {
         match (self, failure) {
             (Expectation::Passes, None) => true,
             (Expectation::Fails { invariant }, Some(failure)) => &failure.invariant == invariant,
             _ => false,
         }
+    }
+
+    /// Whether `outcome` concluded what this expectation asks for.
+    pub fn is_met_by_outcome(&self, outcome: &RunOutcome) -> bool {
+        *self == Expectation::of(outcome)
     }
 }
 
@@ -54,6 +79,7 @@ impl std::fmt::Display for Expectation {
         match self {
             Expectation::Fails { invariant } => write!(f, "fails {invariant}"),
             Expectation::Passes => write!(f, "passes"),
+            Expectation::DoesNotSettle => write!(f, "does not settle within its bounds"),
         }
     }
 }
@@ -68,6 +94,9 @@ pub struct SeedFile {
     pub expect: Expectation,
     /// The failure as found when the file was written.
     pub failure: Option<Failure>,
+    /// Set when the run, as found, reached its liveness bound before the world settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsettled: Option<Unsettled>,
     pub steps: u64,
     pub trace_digest: String,
     /// The command that replays this file.
@@ -116,18 +145,14 @@ impl ShrunkRun {
 impl SeedFile {
     /// The file for a failing (or passing) run.
     pub fn from_outcome(outcome: &RunOutcome, replay: String) -> SeedFile {
-        let expect = match &outcome.failure {
-            Some(failure) => Expectation::Fails {
-                invariant: failure.invariant.clone(),
-            },
-            None => Expectation::Passes,
-        };
+        let expect = Expectation::of(outcome);
         SeedFile {
             format_version: FORMAT_VERSION,
             seed: outcome.seed,
             system: outcome.system.clone(),
             expect,
             failure: outcome.failure.clone(),
+            unsettled: outcome.unsettled.clone(),
             steps: outcome.steps,
             trace_digest: outcome.digest.clone(),
             replay,
@@ -152,37 +177,91 @@ impl SeedFile {
 
     /// Reads and checks a seed file.
     pub fn read(path: &Path) -> Result<SeedFile, String> {
+        let size = fs::metadata(path)
+            .map_err(|error| format!("cannot read seed file {}: {error}", path.display()))?
+            .len();
+        if size > SEED_FILE_BYTES_MAX {
+            return Err(format!(
+                "seed file {} is {size} bytes; a seed file is at most {SEED_FILE_BYTES_MAX} bytes, so this is not one",
+                path.display()
+            ));
+        }
         let text =
             fs::read(path).map_err(|error| format!("cannot read seed file {}: {error}", path.display()))?;
         SeedFile::parse(&text).map_err(|error| format!("seed file {}: {error}", path.display()))
     }
 
-    /// Parses seed-file bytes.
+    /// Parses seed-file bytes and checks every value (see [`SeedFile::validate`]). An error is one
+    /// line that names the field, quotes at most 80 characters of the value and says how to fix it.
     pub fn parse(bytes: &[u8]) -> Result<SeedFile, String> {
+        // Editors on some systems save UTF-8 with a byte-order mark; JSON forbids it, people do not.
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|error| {
-            format!("not valid JSON ({error}); restore it from version control or delete it")
+            format!(
+                "not valid JSON ({}); restore it from version control or delete it",
+                clip_quoted(&error.to_string(), 80)
+            )
         })?;
-        let version = value.get("format_version").and_then(serde_json::Value::as_u64);
-        match version {
-            Some(version)
-                if (u64::from(OLDEST_READABLE_VERSION)..=u64::from(FORMAT_VERSION)).contains(&version) => {}
-            Some(version) => {
-                return Err(format!(
-                    "format version {version}, but this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}; replay it with the build that wrote it, or re-create it with a sweep"
-                ));
-            }
-            None => return Err("no format_version field: this is not a seed file".to_owned()),
+        if !value.is_object() {
+            return Err(
+                "not a JSON object, so not a seed file; restore it from version control or delete it"
+                    .to_owned(),
+            );
         }
-        let file: SeedFile = serde_json::from_value(value)
-            .map_err(|error| format!("malformed ({error}); restore it from version control or delete it"))?;
-        file.config.validate()?;
-        if let Some(shrunk) = &file.shrunk {
+        match value.get("format_version") {
+            None => return Err("no format_version field: this is not a seed file".to_owned()),
+            Some(version) => match version.as_u64() {
+                Some(version)
+                    if (u64::from(OLDEST_READABLE_VERSION)..=u64::from(FORMAT_VERSION))
+                        .contains(&version) => {}
+                Some(version) => {
+                    return Err(format!(
+                        "format version {version}, but this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}; replay it with the build that wrote it, or re-create it with a sweep"
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "format_version is {}; it must be a whole number from {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}, written without quotes or a decimal point (such as {FORMAT_VERSION})",
+                        clip(&version.to_string(), 80)
+                    ));
+                }
+            },
+        }
+        let file: SeedFile = serde_path_to_error::deserialize(&value).map_err(|error| {
+            let path = error.path().to_string();
+            let message = clip_quoted(&error.inner().to_string(), 80);
+            let at = if path == "." {
+                String::new()
+            } else {
+                format!("{path}: ")
+            };
+            format!("{at}{message}; fix the field, or restore the file from version control")
+        })?;
+        file.validate()?;
+        Ok(file)
+    }
+
+    /// Checks every value a run will use against the configuration's limits (see
+    /// [`crate::config::limits`]): the configuration, the schedule and the shrunk run's. The error
+    /// names the field as a path from the top of the file.
+    pub fn validate(&self) -> Result<(), String> {
+        self.config
+            .validate()
+            .map_err(|error| format!("config.{error}"))?;
+        if let Some(schedule) = &self.schedule {
+            schedule.validate().map_err(|error| format!("schedule.{error}"))?;
+        }
+        if let Some(shrunk) = &self.shrunk {
             shrunk
                 .config
                 .validate()
-                .map_err(|error| format!("shrunk run: {error}"))?;
+                .map_err(|error| format!("shrunk.config.{error}"))?;
+            shrunk
+                .schedule
+                .validate()
+                .map_err(|error| format!("shrunk.schedule.{error}"))?;
         }
-        Ok(file)
+        Ok(())
     }
 
     /// Writes the file into `directory` atomically. Returns its path. A file of the same seed and
@@ -207,32 +286,11 @@ impl SeedFile {
         Ok(path)
     }
 
-    /// Writes the file at `path` atomically: a temporary file beside it, flushed to disk, then
-    /// renamed into place, so a reader sees the old file or the new one, never a part.
+    /// Writes the file at `path` atomically and durably (see [`crate::files::write_atomically`]),
+    /// so a reader sees the old file or the new one, never a part, even after a crash.
     pub fn write_to(&self, path: &Path) -> Result<(), String> {
-        use std::io::Write;
         let text = serde_json::to_string_pretty(self).expect("seed files are plain data") + "\n";
-        let directory = match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = path
-            .file_name()
-            .map_or_else(|| "seed".into(), |name| name.to_string_lossy().into_owned());
-        let temporary = directory.join(format!(".{name}.tmp-{}", std::process::id()));
-        let written = fs::File::create(&temporary)
-            .and_then(|mut file| file.write_all(text.as_bytes()).and_then(|()| file.sync_all()));
-        if let Err(error) = written {
-            let _ = fs::remove_file(&temporary);
-            return Err(format!(
-                "cannot write seed file into {}: {error}",
-                directory.display()
-            ));
-        }
-        fs::rename(&temporary, path).map_err(|error| {
-            let _ = fs::remove_file(&temporary);
-            format!("cannot move seed file into place at {}: {error}", path.display())
-        })
+        crate::files::write_atomically(path, text.as_bytes())
     }
 }
 
@@ -274,11 +332,23 @@ mod tests {
                 .unwrap_err()
                 .contains("version 99")
         );
-        assert!(
-            SeedFile::parse(b"{\"format_version\": 1, \"seed\": 1}")
-                .unwrap_err()
-                .contains("malformed")
-        );
+        let missing = SeedFile::parse(b"{\"format_version\": 1, \"seed\": 1}").unwrap_err();
+        assert!(missing.contains("missing field"), "{missing}");
+        for (text, expected) in [
+            (
+                &b"{\"format_version\": \"2\"}"[..],
+                "format_version is \"2\"; it must be a whole number",
+            ),
+            (
+                b"{\"format_version\": 2.0}",
+                "format_version is 2.0; it must be a whole number",
+            ),
+            (b"[1, 2]", "not a JSON object"),
+            (b"\xEF\xBB\xBF{\"seed\": 1}", "no format_version field"),
+        ] {
+            let error = SeedFile::parse(text).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::config::SimConfig;
 use crate::run::{Failure, RunOptions, RunOutcome, run_seed};
 use crate::schedule::{DEFAULT_LOOKAHEAD, Schedule, StepLine, is_fault_kind};
+use crate::sweep::StopFlag;
 use crate::system::System;
 
 /// A run as the shrinker sees it: configuration, schedule, and what it did.
@@ -101,6 +102,18 @@ pub fn shrink(
     schedule: &Schedule,
     runs_max: usize,
 ) -> Result<Shrunk, String> {
+    shrink_until(system, seed, config, schedule, runs_max, &StopFlag::new())
+}
+
+/// [`shrink`], ending early with the smallest run found so far once `stop` is raised.
+pub fn shrink_until(
+    system: &Arc<dyn System>,
+    seed: u64,
+    config: &SimConfig,
+    schedule: &Schedule,
+    runs_max: usize,
+    stop: &StopFlag,
+) -> Result<Shrunk, String> {
     let first = replay(system, seed, config, schedule)?;
     let Some(failure) = first.failure.clone() else {
         return Err("the schedule no longer fails: nothing to shrink".to_owned());
@@ -114,6 +127,7 @@ pub fn shrink(
         runs: 0,
         runs_max,
         lookahead: DEFAULT_LOOKAHEAD,
+        stop,
     };
     // Edited schedules replay differently with another look-ahead, and no one distance suits
     // every run; each round starts from the best found so far (a full record, which replays the
@@ -167,6 +181,8 @@ struct Shrinker<'a> {
     runs_max: usize,
     /// The look-ahead candidates are replayed with.
     lookahead: usize,
+    /// Raised to end the shrinking early.
+    stop: &'a StopFlag,
 }
 
 impl Shrinker<'_> {
@@ -191,7 +207,7 @@ impl Shrinker<'_> {
     }
 
     fn exhausted(&self) -> bool {
-        self.runs >= self.runs_max
+        self.runs >= self.runs_max || self.stop.is_raised()
     }
 
     /// Runs a candidate and keeps it if it fails the same invariant and is smaller.
@@ -498,6 +514,7 @@ pub fn shrink_all(
     failures: &[(u64, SimConfig)],
     jobs: usize,
     runs_max: usize,
+    stop: &StopFlag,
 ) -> Vec<ShrinkResult> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -512,10 +529,13 @@ pub fn shrink_all(
                         let Some((seed, config)) = failures.get(index) else {
                             return;
                         };
+                        if stop.is_raised() {
+                            return;
+                        }
                         let result = record(system, *seed, config).and_then(|recorded| {
                             let schedule =
                                 recorded.schedule.clone().ok_or("a recorded run has a schedule")?;
-                            let shrunk = shrink(system, *seed, config, &schedule, runs_max)?;
+                            let shrunk = shrink_until(system, *seed, config, &schedule, runs_max, stop)?;
                             Ok((recorded, shrunk))
                         });
                         results
@@ -530,6 +550,6 @@ pub fn shrink_all(
         .into_inner()
         .expect("the threads are done")
         .into_iter()
-        .map(|result| result.unwrap_or_else(|| Err("not shrunk".to_owned())))
+        .map(|result| result.unwrap_or_else(|| Err("not shrunk: stopped before its turn".to_owned())))
         .collect()
 }

@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -109,16 +109,43 @@ impl FromStr for Shard {
     }
 }
 
-/// Which of the range's seeds a sweep runs, beyond [`SweepOptions`]: a shard, and a time budget
-/// after which no new seed is handed out (the seeds already running finish); and whether the
-/// report lists every seed's digest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A request to stop, shared between whoever asks (a signal handler, a test) and the work that
+/// polls it. Once raised it stays raised.
+#[derive(Debug, Clone, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    pub fn new() -> StopFlag {
+        StopFlag::default()
+    }
+
+    /// Asks the work to stop.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// The flag itself, for code that raises it from a signal handler.
+    pub fn shared(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// Which of the range's seeds a sweep runs, beyond [`SweepOptions`]: a shard, a time budget
+/// after which no new seed is handed out (the seeds already running finish), a stop flag with the
+/// same effect, and whether the report lists every seed's digest.
+#[derive(Debug, Clone)]
 pub struct SweepLimits {
     pub shard: Shard,
     pub time_budget: Option<Duration>,
     /// Keep every seed's digest in [`SweepReport::digests`]. Off for the command: a sweep of a
     /// million seeds would hold a million digests for nobody.
     pub keep_digests: bool,
+    /// Raised to stop handing out seeds (Ctrl-C); the seeds already running finish.
+    pub stop: StopFlag,
 }
 
 impl Default for SweepLimits {
@@ -127,8 +154,19 @@ impl Default for SweepLimits {
             shard: Shard::WHOLE,
             time_budget: None,
             keep_digests: false,
+            stop: StopFlag::new(),
         }
     }
+}
+
+/// Something a sweep found, handed to the caller the moment the seed finishes, from the thread
+/// that ran it, so that nothing found is lost if the sweep never ends.
+#[derive(Debug, Clone, Copy)]
+pub enum Found<'a> {
+    /// A seed failed an invariant, did not settle, or ran differently twice.
+    Failure(&'a SeedResult),
+    /// A seed could not run at all.
+    Error { seed: u64, message: &'a str },
 }
 
 /// How far a sweep has got, as reported after each seed.
@@ -255,8 +293,10 @@ pub struct SeedResult {
 }
 
 impl SeedResult {
+    /// Whether the seed failed an invariant, did not settle within its bounds, or ran
+    /// differently twice.
     pub fn failed(&self) -> bool {
-        self.outcome.failure.is_some() || self.divergence.is_some()
+        self.outcome.failure.is_some() || self.outcome.unsettled.is_some() || self.divergence.is_some()
     }
 }
 
@@ -269,6 +309,8 @@ pub struct SweepReport {
     pub seeds_planned: u64,
     /// Whether the time budget stopped the sweep before it ran every planned seed.
     pub stopped_by_budget: bool,
+    /// Whether the stop flag stopped the sweep before it ran every planned seed.
+    pub interrupted: bool,
     /// Failing seeds (invariant or determinism), sorted by seed.
     pub failures: Vec<SeedResult>,
     /// Seeds that could not run at all, with the reason, sorted by seed.
@@ -298,9 +340,12 @@ pub fn sweep(options: &SweepOptions, on_seed_done: &(dyn Fn(u64, u64) + Sync)) -
         keep_digests: true,
         ..SweepLimits::default()
     };
-    sweep_with_limits(options, &limits, &|progress| {
-        on_seed_done(progress.done, progress.failures)
-    })
+    sweep_with_limits(
+        options,
+        &limits,
+        &|progress| on_seed_done(progress.done, progress.failures),
+        &|_| {},
+    )
 }
 
 /// What the jobs hand in as seeds finish. A passing seed is folded into the coverage counts (and
@@ -315,14 +360,17 @@ struct Collected {
 }
 
 /// Runs the seeds of `limits.shard` in order, handing out no new seed once the time budget is
-/// spent. `on_progress` is called after each seed, from any thread.
+/// spent or the stop flag is raised. `on_found` is called with each failure or error the moment
+/// its seed finishes, and `on_progress` after each seed, both from any thread.
 ///
-/// Seeds are handed out from one counter, and the budget is checked before a seed is taken, so
-/// the seeds that ran are always a prefix of the shard's seeds: every seed handed out finishes.
+/// Seeds are handed out from one counter, and the budget and the flag are checked before a seed
+/// is taken, so the seeds that ran are always a prefix of the shard's seeds: every seed handed
+/// out finishes.
 pub fn sweep_with_limits(
     options: &SweepOptions,
     limits: &SweepLimits,
     on_progress: &(dyn Fn(&Progress) + Sync),
+    on_found: &(dyn Fn(Found<'_>) + Sync),
 ) -> SweepReport {
     let started = Instant::now();
     let planned = limits.shard.seeds_of(options.seeds);
@@ -345,6 +393,9 @@ pub fn sweep_with_limits(
                             budget_spent.store(true, Ordering::Relaxed);
                             break;
                         }
+                        if limits.stop.is_raised() {
+                            break;
+                        }
                         let position = next.fetch_add(1, Ordering::Relaxed);
                         if position >= planned {
                             break;
@@ -358,6 +409,11 @@ pub fn sweep_with_limits(
                         }
                         if !matches!(&result, Ok(result) if !result.failed()) {
                             failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        match &result {
+                            Ok(result) if result.failed() => on_found(Found::Failure(result)),
+                            Ok(_) => {}
+                            Err((seed, message)) => on_found(Found::Error { seed: *seed, message }),
                         }
                         {
                             let mut collected = collected
@@ -405,6 +461,7 @@ pub fn sweep_with_limits(
         seeds_run,
         seeds_planned: planned,
         stopped_by_budget: budget_spent.into_inner() && seeds_run < planned,
+        interrupted: limits.stop.is_raised() && seeds_run < planned,
         failures: collected.failures,
         errors: collected.errors,
         steps: steps.into_inner(),
@@ -617,6 +674,38 @@ mod tests {
     }
 
     #[test]
+    fn a_raised_stop_flag_ends_the_sweep_once_the_running_seeds_finish() {
+        let options = SweepOptions {
+            system: crate::systems::by_name("reference").unwrap(),
+            first_seed: 0,
+            seeds: 1_000,
+            jobs: 2,
+            backend: Backend::Memdb,
+            check_determinism: false,
+            every_fault: false,
+        };
+        let limits = SweepLimits::default();
+        let stop = limits.stop.clone();
+        let report = sweep_with_limits(
+            &options,
+            &limits,
+            &|progress| {
+                if progress.done >= 5 {
+                    stop.raise();
+                }
+            },
+            &|_| {},
+        );
+        assert!(report.interrupted);
+        assert!(!report.stopped_by_budget);
+        assert!(
+            (5..=7).contains(&report.seeds_run),
+            "{} seeds ran: the five before the flag and at most one more per job",
+            report.seeds_run
+        );
+    }
+
+    #[test]
     fn a_sweep_keeps_failures_whole_and_folds_passing_seeds_into_counts() {
         let options = SweepOptions {
             system: crate::systems::by_name("receipt-first").unwrap(),
@@ -627,7 +716,12 @@ mod tests {
             check_determinism: false,
             every_fault: false,
         };
-        let report = sweep_with_limits(&options, &SweepLimits::default(), &|_| {});
+        let found = Mutex::new(Vec::new());
+        let report = sweep_with_limits(&options, &SweepLimits::default(), &|_| {}, &|found_now| {
+            if let Found::Failure(result) = found_now {
+                found.lock().unwrap().push(result.outcome.seed);
+            }
+        });
         assert_eq!(report.seeds_run, 12);
         assert!(report.digests.is_empty(), "the command keeps no digests");
         assert_eq!(report.coverage.seeds, 12, "every seed is counted");
@@ -640,6 +734,9 @@ mod tests {
         let mut sorted = seeds.clone();
         sorted.sort_unstable();
         assert_eq!(seeds, sorted, "failures come in seed order");
+        let mut found = found.into_inner().unwrap();
+        found.sort_unstable();
+        assert_eq!(found, seeds, "every failure is handed over as it is found");
 
         let with_digests = sweep(&options, &|_, _| {});
         assert_eq!(with_digests.digests.len(), 12);

@@ -1292,6 +1292,42 @@ impl World {
             && self.view.owed_obligations() == 0
     }
 
+    /// What keeps the world from being quiet, for a run that did not settle: `3 streams the
+    /// sender has not settled, 1 owed obligation, 2 deliveries, answers or requests in flight,
+    /// receiver-2 down`, or `nothing`.
+    pub fn pending_work(&self) -> String {
+        let plural =
+            |count: usize, one: &str, many: &str| format!("{count} {}", if count == 1 { one } else { many });
+        let mut parts = Vec::new();
+        let streams = self.sender.unsettled();
+        if streams > 0 {
+            parts.push(plural(
+                streams,
+                "stream the sender has not settled",
+                "streams the sender has not settled",
+            ));
+        }
+        let owed = self.view.owed_obligations();
+        if owed > 0 {
+            parts.push(plural(owed, "owed obligation", "owed obligations"));
+        }
+        if self.work_in_flight > 0 {
+            parts.push(plural(
+                self.work_in_flight,
+                "delivery, answer, request or operator action in flight",
+                "deliveries, answers, requests or operator actions in flight",
+            ));
+        }
+        for process in self.processes.iter().filter(|process| !process.up) {
+            parts.push(format!("{} down", process.name));
+        }
+        if parts.is_empty() {
+            "nothing".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// Human-readable duration, for trace remarks.
     pub fn duration(duration_ms: i64) -> String {
         format_duration_ms(duration_ms)

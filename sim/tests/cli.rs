@@ -124,11 +124,11 @@ fn corrupt_and_foreign_seed_files_exit_2() {
     std::fs::write(&unknown_fault, json.to_string()).unwrap();
     assert_usage_error(
         &["replay", unknown_fault.to_str().unwrap()],
-        "unknown fault model",
+        "config.faults.meteor-strike: no fault model has this name",
     );
     assert_usage_error(
         &["shrink", unknown_fault.to_str().unwrap()],
-        "unknown fault model",
+        "config.faults.meteor-strike: no fault model has this name",
     );
     json["config"]["faults"]
         .as_object_mut()
@@ -182,16 +182,24 @@ fn a_failing_sweep_writes_seed_files_that_replay_the_same_way() {
     );
     let replays: Vec<&str> = text
         .lines()
-        .filter_map(|line| line.trim().strip_prefix("replay: "))
+        .filter_map(|line| line.strip_prefix("  replay: "))
         .collect();
     assert_eq!(
         replays.len(),
         3,
-        "every failure carries its replay command: {text}"
+        "every failure carries its replay command the moment it is found: {text}"
     );
-    let file = replays[0].split_whitespace().last().unwrap();
-    assert!(Path::new(file).exists(), "{file}");
-
+    assert!(
+        replays.iter().all(|replay| replay.contains("replay --seed")),
+        "{replays:?}"
+    );
+    // After shrinking, each kept failure names its file and the command that replays it.
+    let shrunk: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("shrunk seed"))
+        .collect();
+    assert!(!shrunk.is_empty(), "{text}");
+    let file = shrunk[0].split_whitespace().last().unwrap();
     let first = commitgap(&["replay", file, "--trace"]);
     let second = commitgap(&["replay", file, "--trace"]);
     assert_eq!(first.status.code(), Some(1));
@@ -709,20 +717,17 @@ fn a_sweep_shrinks_its_failures_and_keeps_one_file_per_failure() {
     let text = stdout(&output);
     let shrinks = text
         .lines()
-        .filter(|line| line.trim_start().starts_with("shrink: "))
+        .filter(|line| line.starts_with("shrunk seed"))
         .count();
-    assert!(
-        shrinks >= 3,
+    assert_eq!(
+        shrinks, 3,
         "the first three failures of each invariant are shrunk: {text}"
     );
     assert!(
-        text.contains("not shrunk:"),
+        text.contains("no seed file: 3 earlier failures of this kind have one"),
         "failures past --shrink-max are named: {text}"
     );
-    let replays = text
-        .lines()
-        .filter(|line| line.trim_start().starts_with("replay: "))
-        .count();
+    let replays = text.lines().filter(|line| line.starts_with("  replay: ")).count();
     let failures = text.lines().filter(|line| line.starts_with("FAIL seed")).count();
     assert!(failures >= 4, "receipt-first fails most seeds: {text}");
     assert_eq!(
@@ -736,6 +741,186 @@ fn a_sweep_shrinks_its_failures_and_keeps_one_file_per_failure() {
         "{files} files for {failures} failures: {text}"
     );
     if files < 3 {
-        assert!(text.contains("already holds this failure"), "{text}");
+        assert!(text.contains("holds the same failure in as few steps"), "{text}");
     }
+}
+
+#[cfg(unix)]
+#[test]
+fn reports_never_replace_what_is_not_a_regular_file() {
+    use std::os::unix::fs::FileTypeExt;
+    let directory = scratch("report-targets");
+    let fifo = directory.join("pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (flag, target, expected) in [
+        ("--json", PathBuf::from("/dev/null"), "a device"),
+        ("--junit", fifo.clone(), "a FIFO"),
+        ("--json", directory.clone(), "a directory"),
+    ] {
+        let output = commitgap(&[
+            "sweep",
+            "--seeds",
+            "2",
+            "--seeds-dir",
+            directory.join("seeds").to_str().unwrap(),
+            flag,
+            target.to_str().unwrap(),
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{target:?}: {}", stderr(&output));
+        let message = stderr(&output);
+        assert_eq!(message.lines().count(), 1, "{message}");
+        assert!(message.contains(expected) && message.contains(flag), "{message}");
+        assert!(
+            stdout(&output).is_empty(),
+            "refused before the sweep: {}",
+            stdout(&output)
+        );
+    }
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device(),
+        "/dev/null is still a device"
+    );
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A report path that is a symbolic link is written through: the link stays a link.
+    let real = directory.join("real.json");
+    std::fs::write(&real, b"old").unwrap();
+    let link = directory.join("link.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let output = commitgap(&[
+        "sweep",
+        "--seeds",
+        "2",
+        "--seeds-dir",
+        directory.join("seeds").to_str().unwrap(),
+        "--json",
+        link.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
+    assert_eq!(report["seeds_run"], 2);
+}
+
+#[test]
+fn the_root_and_system_directories_are_refused_as_seed_directories() {
+    for directory in ["/", "/usr", "/etc/commitgap"] {
+        assert_usage_error(
+            &["sweep", "--seeds", "1", "--seeds-dir", directory],
+            "choose a directory of your own",
+        );
+    }
+}
+
+/// A real seed file with one value replaced, written to `directory`.
+fn edited_seed_file(directory: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/receipt-first-0.json");
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(real).unwrap()).unwrap();
+    edit(&mut json);
+    let path = directory.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn every_bad_value_in_a_seed_file_is_one_line_naming_the_field_and_the_range() {
+    let directory = scratch("bad-values");
+    let huge = "9".repeat(16 * 1024 * 1024);
+    type Edit = Box<dyn FnOnce(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "denominator",
+            Box::new(|json| json["config"]["faults"]["crash"]["rate"]["denominator"] = 0.into()),
+            "config.faults.crash.rate: 1/0 is not a probability",
+        ),
+        (
+            "restart",
+            Box::new(|json| json["config"]["faults"]["crash"]["fast_restart_ms_max"] = 0.into()),
+            "config.faults.crash.fast_restart_ms_max is 0; allowed 1 to 31536000000",
+        ),
+        (
+            "window",
+            Box::new(|json| json["config"]["emit_window_ms"] = i64::MAX.into()),
+            "config.emit_window_ms is 9223372036854775807; allowed 1 to 31536000000",
+        ),
+        (
+            "liveness-steps",
+            Box::new(|json| json["config"]["liveness_steps_max"] = u64::MAX.into()),
+            "config.liveness_steps_max is 18446744073709551615; allowed 1 to",
+        ),
+        (
+            "lease",
+            Box::new(|json| json["config"]["relay"]["lease_ms"] = i64::MAX.into()),
+            "config.relay.lease_ms is 9223372036854775807",
+        ),
+        (
+            "receivers",
+            Box::new(|json| json["config"]["receivers"] = 4_294_967_295_u32.into()),
+            "config.receivers is 4294967295; allowed 1 to 16",
+        ),
+        (
+            "subscriptions",
+            Box::new(|json| json["schedule"]["events"][0]["subscriptions"] = 1000.into()),
+            "schedule.events[0].subscriptions is 1000; allowed 1 to 8",
+        ),
+        (
+            "version-string",
+            Box::new(|json| json["format_version"] = "2".into()),
+            "format_version is \"2\"; it must be a whole number",
+        ),
+        (
+            "huge",
+            Box::new(move |json| json["config"]["tenants"] = huge.into()),
+            "config.tenants: invalid type: string \"9999999999",
+        ),
+        (
+            "pause-choice",
+            Box::new(|json| {
+                json["shrunk"]["schedule"]["steps"][0] = "receiver-1#1 sql | fault crash pause -5".into();
+            }),
+            "shrunk.schedule.steps[0]: choice `fault crash pause -5`: pause in milliseconds is -5",
+        ),
+    ];
+    for (name, edit, expected) in cases {
+        let path = edited_seed_file(&directory, name, edit);
+        let path = path.to_str().unwrap();
+        for arguments in [vec!["replay", path, "--from", "seed"], vec!["shrink", path]] {
+            let output = commitgap(&arguments);
+            assert_eq!(output.status.code(), Some(2), "{name}: {}", stderr(&output));
+            let message = stderr(&output);
+            assert_eq!(message.lines().count(), 1, "{name}: {message}");
+            assert!(
+                message.contains(expected),
+                "{name}: {message:?} should say {expected:?}"
+            );
+            assert!(
+                message.len() < 600,
+                "{name}: the value is cut short: {} bytes",
+                message.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_byte_order_mark_is_read_and_backend_chooses_the_replays_backend() {
+    let directory = scratch("bom-backend");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/receipt-first-0.json");
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(real).unwrap());
+    let path = directory.join("bom.json");
+    std::fs::write(&path, bytes).unwrap();
+    let output = commitgap(&["replay", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let output = commitgap(&["replay", path.to_str().unwrap(), "--backend", "wal-file"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("on backend wal-file"), "{text}");
+    assert!(text.contains("used backend memdb"), "{text}");
+    assert_usage_error(
+        &["replay", path.to_str().unwrap(), "--backend", "floppy"],
+        "unknown backend",
+    );
 }

@@ -332,6 +332,7 @@ fn text_with_markup_survives_both_reports() {
             wall_ms: 10,
         }),
         coverage: SweepCoverage::default(),
+        interrupted: false,
     };
     let root = parse_xml(&junit_report(&summary));
     let suite = root.only_child("testsuite");

@@ -19,6 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check_duration;
 use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
 use crate::rng::SimRng;
 
@@ -101,10 +102,8 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.cadence_ms <= 0 {
-        return Err("settings of fault attacker: cadence_ms must be positive".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("cadence_ms", settings.cadence_ms, 1)?;
     Ok(Box::new(Attacker {
         settings,
         rng,

@@ -6,6 +6,7 @@
 //! skew the relay is configured to tolerate (never beyond it: no lease or margin can survive an
 //! unbounded clock). Offsets reset when a process restarts and when the faults heal.
 
+use super::check_duration;
 use super::{
     FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
     swarm_enabled, to_json,
@@ -43,10 +44,8 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.offset_ms_max < 0 {
-        return Err("settings of fault clock-jump: offset_ms_max must not be negative".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("offset_ms_max", settings.offset_ms_max, 0)?;
     Ok(Box::new(ClockJump {
         settings,
         rng,

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check_duration;
 use super::{
     FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
     swarm_enabled, to_json,
@@ -50,7 +51,9 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
+    let settings: Settings = from_json(value)?;
+    check_duration("fast_restart_ms_max", settings.fast_restart_ms_max, 1)?;
+    check_duration("slow_restart_ms_max", settings.slow_restart_ms_max, 1)?;
     Ok(Box::new(Crash {
         settings,
         rng,

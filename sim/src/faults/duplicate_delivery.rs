@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{COPIES_MAX, check};
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
 use crate::rng::{Ratio, SimRng};
 
@@ -41,10 +42,8 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.copies_max == 0 {
-        return Err("settings of fault duplicate-delivery: copies_max must be at least 1".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check("copies_max", settings.copies_max, 1, COPIES_MAX)?;
     Ok(Box::new(DuplicateDelivery {
         settings,
         rng,

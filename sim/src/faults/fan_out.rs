@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check;
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
 use crate::config::EventSpec;
 use crate::rng::{Ratio, SimRng};
@@ -40,10 +41,13 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if !(1..=8).contains(&settings.subscriptions_max) {
-        return Err("settings of fault fan-out: subscriptions_max must be between 1 and 8".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check(
+        "subscriptions_max",
+        settings.subscriptions_max,
+        1,
+        crate::config::limits::SUBSCRIPTIONS_MAX,
+    )?;
     Ok(Box::new(FanOut { settings, rng }))
 }
 

@@ -14,6 +14,7 @@ use super::{
     FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
     swarm_enabled, to_json,
 };
+use super::{check, check_duration};
 use crate::rng::{Ratio, SimRng};
 
 pub const KIND: FaultKind = FaultKind {
@@ -23,6 +24,9 @@ pub const KIND: FaultKind = FaultKind {
     build,
     acts_only_on_faulty_systems: false,
 };
+
+/// The most hangs one worker may suffer in a run.
+const HANGS_MAX: u32 = 8;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
@@ -49,10 +53,9 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.hang_ms < 1 {
-        return Err("settings of fault hung-worker: hang_ms must be positive".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("hang_ms", settings.hang_ms, 1)?;
+    check("hangs_max", settings.hangs_max, 0, HANGS_MAX)?;
     Ok(Box::new(HungWorker {
         settings,
         rng,

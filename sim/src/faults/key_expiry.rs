@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check_duration;
 use super::{FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
 use crate::rng::SimRng;
 
@@ -44,10 +45,8 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.extra_delay_ms_max < 0 {
-        return Err("settings of fault key-expiry: extra_delay_ms_max must not be negative".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("extra_delay_ms_max", settings.extra_delay_ms_max, 0)?;
     Ok(Box::new(KeyExpiry { settings, rng }))
 }
 

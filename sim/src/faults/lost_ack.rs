@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check_windows;
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
 use crate::rng::{Ratio, SimRng};
 
@@ -60,7 +61,8 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
+    let settings: Settings = from_json(value)?;
+    check_windows("provider_outages_ms", &settings.provider_outages_ms)?;
     Ok(Box::new(LostAck {
         settings,
         rng,

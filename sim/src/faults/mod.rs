@@ -43,6 +43,7 @@ use serde::de::DeserializeOwned;
 pub use attacker::Attack;
 
 use crate::config::EventSpec;
+use crate::config::limits::{DURATION_MS_MAX, check};
 use crate::rng::{Ratio, SimRng};
 
 /// What a fault model asks the world to do.
@@ -358,6 +359,9 @@ pub fn decision_stream_label(name: &str) -> String {
     format!("fault/{name}")
 }
 
+/// The most copies a fault model may add to one delivery attempt or one event.
+const COPIES_MAX: u32 = 4;
+
 /// Swarm testing: each fault model is on for about three seeds in four.
 fn swarm_enabled(rng: &mut SimRng) -> bool {
     rng.chance(Ratio::new(3, 4))
@@ -380,6 +384,37 @@ struct RateSettings {
     rate: Ratio,
 }
 
-fn from_json<T: DeserializeOwned>(name: &str, value: &serde_json::Value) -> Result<T, String> {
-    serde_json::from_value(value.clone()).map_err(|error| format!("settings of fault {name}: {error}"))
+/// Reads a fault model's settings. An error is one line naming the field within the settings
+/// (`rate.denominator: ...`), with any quoted value cut short.
+fn from_json<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let message = crate::files::clip_quoted(&error.inner().to_string(), 80);
+        if path == "." {
+            message
+        } else {
+            format!("{path}: {message}")
+        }
+    })
+}
+
+/// Checks a duration setting: from `low` to a year (see [`crate::config::limits`]).
+fn check_duration(field: &str, value: i64, low: i64) -> Result<(), String> {
+    check(field, value, low, DURATION_MS_MAX)
+}
+
+/// Checks a list of `(start_ms, duration_ms)` windows: a few, each starting within a year and
+/// lasting from a millisecond to a year.
+fn check_windows(field: &str, windows: &[(i64, i64)]) -> Result<(), String> {
+    check(
+        &format!("{field} (the number of windows)"),
+        windows.len(),
+        0,
+        crate::config::limits::WINDOWS_MAX,
+    )?;
+    for (index, (start_ms, duration_ms)) in windows.iter().enumerate() {
+        check_duration(&format!("{field}[{index}][0] (start)"), *start_ms, 0)?;
+        check_duration(&format!("{field}[{index}][1] (duration)"), *duration_ms, 1)?;
+    }
+    Ok(())
 }

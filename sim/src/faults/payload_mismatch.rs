@@ -39,7 +39,7 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 
 fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
     Ok(Box::new(PayloadMismatch {
-        settings: from_json(KIND.name, value)?,
+        settings: from_json(value)?,
     }))
 }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
+use super::check_duration;
 use super::{FaultContext, FaultKind, FaultModel, ProviderFaults, from_json, swarm_enabled, to_json};
 use crate::rng::SimRng;
 
@@ -40,10 +41,8 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.lock_ms < 0 {
-        return Err("settings of fault provider-conflict: lock_ms must not be negative".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("lock_ms", settings.lock_ms, 0)?;
     Ok(Box::new(ProviderConflict {
         settings,
         healed: false,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
+use super::check_windows;
 use super::{
     FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
 };
@@ -53,8 +54,10 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(value)?;
+    check_windows("outages_ms", &settings.outages_ms)?;
     Ok(Box::new(ProviderFailure {
-        settings: from_json(KIND.name, value)?,
+        settings,
         rng,
         healed: false,
     }))

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
+use super::check_duration;
 use super::{
     FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
 };
@@ -46,12 +47,13 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.act_after_ms_min < 1 || settings.act_after_ms_max < settings.act_after_ms_min {
-        return Err(
-            "settings of fault provider-slow: need 1 <= act_after_ms_min <= act_after_ms_max".to_owned(),
-        );
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("act_after_ms_min", settings.act_after_ms_min, 1)?;
+    check_duration(
+        "act_after_ms_max",
+        settings.act_after_ms_max,
+        settings.act_after_ms_min,
+    )?;
     Ok(Box::new(ProviderSlow {
         settings,
         rng,

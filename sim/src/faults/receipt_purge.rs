@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check_duration;
 use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
 use crate::rng::SimRng;
 
@@ -39,13 +40,9 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.cadence_ms <= 0 || settings.retention_ms < 0 {
-        return Err(
-            "settings of fault receipt-purge: cadence_ms must be positive and retention_ms not negative"
-                .to_owned(),
-        );
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("cadence_ms", settings.cadence_ms, 1)?;
+    check_duration("retention_ms", settings.retention_ms, 0)?;
     Ok(Box::new(ReceiptPurge {
         settings,
         healed: false,

@@ -32,7 +32,7 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
     Ok(Box::new(RequestLost {
-        settings: from_json(KIND.name, value)?,
+        settings: from_json(value)?,
         rng,
         healed: false,
     }))

@@ -11,6 +11,7 @@
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 use serde::{Deserialize, Serialize};
 
+use super::{DURATION_MS_MAX, check, check_duration};
 use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
 use crate::rng::SimRng;
 
@@ -57,13 +58,10 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.duration_ms <= 0 || settings.start_ms < 0 {
-        return Err(
-            "settings of fault sender-clock-skew: duration_ms must be positive and start_ms not negative"
-                .to_owned(),
-        );
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("start_ms", settings.start_ms, 0)?;
+    check_duration("duration_ms", settings.duration_ms, 1)?;
+    check("offset_ms", settings.offset_ms, -DURATION_MS_MAX, DURATION_MS_MAX)?;
     Ok(Box::new(SenderClockSkew {
         settings,
         starting: true,

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::check_duration;
 use super::{
     FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
     swarm_enabled, to_json,
@@ -46,10 +47,9 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.pause_ms_min < 1 || settings.pause_ms_max < settings.pause_ms_min {
-        return Err("settings of fault slow-handler: need 1 <= pause_ms_min <= pause_ms_max".to_owned());
-    }
+    let settings: Settings = from_json(value)?;
+    check_duration("pause_ms_min", settings.pause_ms_min, 1)?;
+    check_duration("pause_ms_max", settings.pause_ms_max, settings.pause_ms_min)?;
     Ok(Box::new(SlowHandler {
         settings,
         rng,

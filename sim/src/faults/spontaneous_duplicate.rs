@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{COPIES_MAX, check, check_duration};
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
 use crate::config::{EventSpec, ExtraDelivery};
 use crate::rng::{Ratio, SimRng};
@@ -41,13 +42,9 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
 }
 
 fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(KIND.name, value)?;
-    if settings.copies_max == 0 || settings.delay_ms_max < 1_000 {
-        return Err(
-            "settings of fault spontaneous-duplicate: need copies_max >= 1 and delay_ms_max >= 1000"
-                .to_owned(),
-        );
-    }
+    let settings: Settings = from_json(value)?;
+    check("copies_max", settings.copies_max, 1, COPIES_MAX)?;
+    check_duration("delay_ms_max", settings.delay_ms_max, 1_000)?;
     Ok(Box::new(SpontaneousDuplicate { settings, rng }))
 }
 

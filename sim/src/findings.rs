@@ -1,0 +1,264 @@
+//! What a sweep found, kept the moment it is found and improved afterwards.
+//!
+//! A sweep that is killed, interrupted or short of disk must not lose a failure it has found. So
+//! each failure is kept as soon as its seed finishes, from the thread that ran it:
+//! [`Findings::keep_as_found`] writes the seed file of the run as found, unshrunk, atomically and
+//! flushed to disk, before the sweep goes on. After the sweep, [`shrink_and_keep`] shrinks those
+//! files and hands each shrunk run to the [`Corpus`], which replaces the file as found with the
+//! shrunk one, or removes it when another file already holds the same failure in as few steps.
+//! A file that cannot be written is counted, and the sweep goes on: its failure still has the
+//! `replay --seed` command, which needs no file.
+//!
+//! To keep a sweep of a planted bug from writing thousands of files, at most `shrink_max`
+//! failures of each invariant get a file, the first in seed order, unless shrinking is off, in
+//! which case every failure gets one. Seeds finish out of order over several threads, so a
+//! failure is written as found whenever fewer than `shrink_max` earlier seeds have failed the
+//! same way so far, and [`Findings::settle`] removes, after the sweep, the few files that earlier
+//! seeds finishing later pushed past the limit: the files that stay are the same whatever the
+//! number of threads. This module decides what is written
+//! and when; [`crate::files`] decides how. It must not print: the caller says what happened.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::corpus::{Corpus, Kept};
+use crate::run::RunOutcome;
+use crate::seed_file::{SeedFile, ShrunkRun};
+use crate::shrink::{Shrunk, shrink_all};
+use crate::sweep::{SeedResult, StopFlag};
+use crate::system::System;
+
+/// Which failures get a seed file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepPolicy {
+    /// Shrink the files written as found, after the sweep.
+    pub shrink: bool,
+    /// With shrinking on, how many failures of each invariant (and how many runs that did not
+    /// settle) get a file; the rest are listed with their `replay --seed` command only.
+    pub shrink_max: u64,
+}
+
+/// What became of a failure the moment it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AsFound {
+    /// Its seed file, unshrunk, is at this path.
+    Written(PathBuf),
+    /// No file: `shrink_max` failures of its invariant already have one.
+    PastShrinkMax,
+    /// No file: writing it failed for this reason (a full or read-only disk).
+    Unwritable(String),
+    /// No file: the seed ran differently twice but failed no invariant, and a seed file holds a
+    /// failure.
+    NoFailure,
+}
+
+/// The failures a sweep has kept so far. Shared by the sweep's threads.
+#[derive(Debug)]
+pub struct Findings {
+    directory: PathBuf,
+    policy: KeepPolicy,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The seeds that failed each invariant (or did not settle) and got a file as found.
+    per_invariant: BTreeMap<String, BTreeSet<u64>>,
+    /// The file written for each seed.
+    written: BTreeMap<u64, PathBuf>,
+    /// Seeds whose file could not be written, with the reason.
+    unwritable: BTreeMap<u64, String>,
+}
+
+impl Findings {
+    pub fn new(directory: &Path, policy: KeepPolicy) -> Findings {
+        Findings {
+            directory: directory.to_path_buf(),
+            policy,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Keeps a failing run as found: writes its seed file now, unless the policy says it gets
+    /// none. Called from any sweep thread, the moment the seed finishes.
+    pub fn keep_as_found(&self, outcome: &RunOutcome) -> AsFound {
+        let label = match (&outcome.failure, &outcome.unsettled) {
+            (Some(failure), _) => failure.invariant.clone(),
+            (None, Some(_)) => "does-not-settle".to_owned(),
+            (None, None) => return AsFound::NoFailure,
+        };
+        let mut state = self
+            .state
+            .lock()
+            .expect("no thread panics while keeping a failure");
+        let seeds = state.per_invariant.entry(label).or_default();
+        let earlier = seeds.range(..outcome.seed).count() as u64;
+        if self.policy.shrink && earlier >= self.policy.shrink_max {
+            return AsFound::PastShrinkMax;
+        }
+        seeds.insert(outcome.seed);
+        match SeedFile::from_outcome(outcome, String::new()).write(&self.directory) {
+            Ok(path) => {
+                state.written.insert(outcome.seed, path.clone());
+                AsFound::Written(path)
+            }
+            Err(why) => {
+                // It holds no file, so it takes no place among the failures that do: a later
+                // one may find room on the disk again.
+                if let Some(seeds) = state
+                    .per_invariant
+                    .values_mut()
+                    .find(|seeds| seeds.contains(&outcome.seed))
+                {
+                    seeds.remove(&outcome.seed);
+                }
+                state.unwritable.insert(outcome.seed, why.clone());
+                AsFound::Unwritable(why)
+            }
+        }
+    }
+
+    /// After the sweep, removes the files of failures that are past `shrink_max` in seed order
+    /// (written because later seeds finished first). Returns those seeds.
+    pub fn settle(&self) -> Vec<u64> {
+        if !self.policy.shrink {
+            return Vec::new();
+        }
+        let mut state = self.state.lock().expect("the sweep is over");
+        let State {
+            per_invariant,
+            written,
+            ..
+        } = &mut *state;
+        let mut past = Vec::new();
+        for seeds in per_invariant.values_mut() {
+            let limit = usize::try_from(self.policy.shrink_max).unwrap_or(usize::MAX);
+            let beyond: Vec<u64> = seeds.iter().skip(limit).copied().collect();
+            for seed in beyond {
+                seeds.remove(&seed);
+                if let Some(path) = written.remove(&seed) {
+                    let _ = fs::remove_file(path);
+                }
+                past.push(seed);
+            }
+        }
+        past.sort_unstable();
+        past
+    }
+
+    /// The seed file written as found for each seed that got one.
+    pub fn written(&self) -> BTreeMap<u64, PathBuf> {
+        self.state.lock().expect("the sweep is over").written.clone()
+    }
+
+    /// The seeds whose file could not be written, with the reason.
+    pub fn unwritable(&self) -> BTreeMap<u64, String> {
+        self.state.lock().expect("the sweep is over").unwritable.clone()
+    }
+
+    /// Records that the file of `seed` now lives at `path`, or at no path (`None`).
+    fn moved(&self, seed: u64, path: Option<PathBuf>) {
+        let mut state = self.state.lock().expect("the sweep is over");
+        match path {
+            Some(path) => state.written.insert(seed, path),
+            None => state.written.remove(&seed),
+        };
+    }
+}
+
+/// What shrinking did with a failure's file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterShrinking {
+    /// The file now holds the shrunk run beside the original. `summary` reads `shrink: 57 -> 17
+    /// steps, 6 -> 0 faults`.
+    Kept { summary: String, kept: Kept },
+    /// Another file holds the same failure in as few steps; the file written as found was
+    /// removed.
+    Duplicate { summary: String, existing: PathBuf },
+    /// Not shrunk (the reason says why); the file as found stays.
+    NotShrunk(String),
+    /// Shrunk, but the shrunk file could not be written; the file as found stays.
+    Unwritable(String),
+}
+
+/// Shrinks every failure that [`Findings::keep_as_found`] wrote a file for, over `jobs` threads,
+/// and offers the shrunk files to the corpus of the seed directory, smallest first, so that of
+/// several failures with one signature the shortest is kept. Stops shrinking when `stop` is
+/// raised; whatever was not shrunk keeps its file as found. Returns what became of each seed.
+pub fn shrink_and_keep(
+    system: &Arc<dyn System>,
+    failures: &[SeedResult],
+    findings: &Findings,
+    jobs: usize,
+    runs_max: usize,
+    stop: &StopFlag,
+) -> BTreeMap<u64, AfterShrinking> {
+    let written = findings.written();
+    let chosen: Vec<(u64, crate::config::SimConfig)> = failures
+        .iter()
+        .map(|result| &result.outcome)
+        .filter(|outcome| outcome.failure.is_some() && written.contains_key(&outcome.seed))
+        .map(|outcome| (outcome.seed, outcome.config.clone()))
+        .collect();
+    let mut after = BTreeMap::new();
+    if chosen.is_empty() {
+        return after;
+    }
+    let results = shrink_all(system, &chosen, jobs, runs_max, stop);
+    let mut shrunk_files: Vec<(SeedFile, Shrunk)> = Vec::new();
+    for ((seed, _), result) in chosen.iter().zip(results) {
+        match result {
+            Ok((recorded, shrunk)) => {
+                let mut file = SeedFile::from_outcome(&recorded, String::new());
+                file.shrunk = Some(ShrunkRun::from_shrunk(&shrunk));
+                shrunk_files.push((file, shrunk));
+            }
+            Err(why) => {
+                after.insert(*seed, AfterShrinking::NotShrunk(why));
+            }
+        }
+    }
+    let mut corpus = match Corpus::open(&findings.directory) {
+        Ok(corpus) => corpus,
+        Err(why) => {
+            for (file, _) in &shrunk_files {
+                after.insert(file.seed, AfterShrinking::Unwritable(why.clone()));
+            }
+            return after;
+        }
+    };
+    shrunk_files.sort_by_key(|(file, _)| (file.smallest(), file.seed));
+    for (file, shrunk) in shrunk_files {
+        let seed = file.seed;
+        let summary = shrunk.summary();
+        let as_found = written.get(&seed);
+        let result = match corpus.add(&file) {
+            Ok(Kept::Duplicate(existing)) => {
+                // The file as found is a longer copy of a failure already kept: it goes.
+                if let Some(path) = as_found
+                    && *path != existing
+                {
+                    let _ = fs::remove_file(path);
+                }
+                findings.moved(seed, None);
+                AfterShrinking::Duplicate { summary, existing }
+            }
+            Ok(kept) => {
+                if let Some(path) = as_found
+                    && path.as_path() != kept.path()
+                {
+                    // Written under a name of its own (another run of this seed held the
+                    // usual one); the file as found is the same failure, unshrunk.
+                    let _ = fs::remove_file(path);
+                }
+                findings.moved(seed, Some(kept.path().to_path_buf()));
+                AfterShrinking::Kept { summary, kept }
+            }
+            Err(why) => AfterShrinking::Unwritable(why),
+        };
+        after.insert(seed, result);
+    }
+    after
+}
