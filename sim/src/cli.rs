@@ -330,11 +330,46 @@ fn clap_error(error: &clap::Error) -> i32 {
 
 fn find_system(name: &str) -> Result<Arc<dyn System>, UsageError> {
     systems::by_name(name).ok_or_else(|| {
+        let names = systems::names();
+        let suggestion = closest_name(name, &names)
+            .map_or_else(String::new, |closest| format!("did you mean {closest}? "));
         UsageError(format!(
-            "unknown system {name:?}; choose one of {} (see `cargo run --release -- list`)",
-            systems::names().join(", ")
+            "unknown system {:?}; {suggestion}`cargo run --release -- list` names every system",
+            files::clip(name, 80)
         ))
     })
+}
+
+/// The known name nearest to a mistyped one, if one is near: at most a third of its letters
+/// changed, added or dropped.
+fn closest_name<'a>(typed: &str, names: &'a [String]) -> Option<&'a str> {
+    let distance = |left: &str, right: &str| -> usize {
+        let right: Vec<char> = right.chars().collect();
+        let mut previous: Vec<usize> = (0..=right.len()).collect();
+        for (row, left_char) in left.chars().enumerate() {
+            let mut current = vec![row + 1];
+            for (column, right_char) in right.iter().enumerate() {
+                let substitution = previous[column] + usize::from(left_char != *right_char);
+                current.push(
+                    substitution
+                        .min(previous[column + 1] + 1)
+                        .min(current[column] + 1),
+                );
+            }
+            previous = current;
+        }
+        previous[right.len()]
+    };
+    let typed_length = typed.chars().count();
+    if typed_length > 200 {
+        return None;
+    }
+    names
+        .iter()
+        .map(|name| (distance(typed, name), name.as_str()))
+        .filter(|(distance, _)| *distance * 3 <= typed_length.max(3))
+        .min()
+        .map(|(_, name)| name)
 }
 
 fn find_backend(name: &str) -> Result<Backend, UsageError> {
@@ -355,6 +390,14 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     // Checked before the sweep, so that a long run does not end in a report it cannot write.
     for (flag, path) in report_paths(args) {
         report::check_report_path(path).map_err(|why| report_path_error(flag, path, &why))?;
+    }
+    if let (Some(junit), Some(json)) = (&args.junit, &args.json)
+        && same_file(junit, json)
+    {
+        return Err(UsageError(format!(
+            "--junit and --json both name {}, and one report would replace the other; give each its own file",
+            json.display()
+        )));
     }
     let removed = files::remove_stale_temporaries(&args.seeds_dir);
     if removed > 0 {
@@ -786,6 +829,22 @@ fn print_closing_lines(
     );
 }
 
+/// Whether two paths name the same file: the same path, or the same existing file reached two
+/// ways (a link, `..`).
+fn same_file(first: &Path, second: &Path) -> bool {
+    // A file that does not exist yet is placed by its directory, which must exist by now.
+    let resolved = |path: &Path| {
+        std::fs::canonicalize(path).unwrap_or_else(|_| {
+            let directory = std::fs::canonicalize(files::directory_of(path));
+            match (directory, path.file_name()) {
+                (Ok(directory), Some(name)) => directory.join(name),
+                _ => path.to_path_buf(),
+            }
+        })
+    };
+    first == second || resolved(first) == resolved(second)
+}
+
 /// The report files asked for, with the flag that asked for each.
 fn report_paths(args: &SweepArgs) -> Vec<(&'static str, &Path)> {
     let junit = args.junit.as_deref().map(|path| ("--junit", path));
@@ -895,6 +954,14 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
     // Checked before the run, so that a long replay does not end in a page it cannot write.
     if let Some(path) = &args.html {
         report::check_report_path(path).map_err(|why| report_path_error("--html", path, &why))?;
+        if let Some(file) = &args.file
+            && same_file(path, file)
+        {
+            return Err(UsageError(format!(
+                "--html {} is the seed file being replayed, which the page would replace; choose another path, such as timeline.html",
+                path.display()
+            )));
+        }
     }
     let plan = match (&args.file, args.seed) {
         (Some(path), _) => ReplayPlan::from_file(args, path)?,
@@ -1106,12 +1173,12 @@ fn say_against_file(file: &ReplayedFile, system: &str, outcome: &crate::run::Run
         // What the file expects, which the verdict line already says.
     } else if matches!(contents.expect, Expectation::Fails { .. }) && outcome.failure.is_none() {
         say!(
-            "replay: the file expects this run to {}, and it now passes every invariant; if the bug is fixed, keep the file as a regression test by setting its \"expect\" to {{\"outcome\": \"passes\"}}",
+            "replay: the file expects \"{}\", and this run now passes every invariant; if the bug is fixed, keep the file as a regression test by setting its \"expect\" to {{\"outcome\": \"passes\"}}",
             contents.expect
         );
     } else {
         say!(
-            "replay: the file expects this run to {}, but it did not; see the verdict above",
+            "replay: the file expects \"{}\", and this run did otherwise; see the verdict above",
             contents.expect
         );
     }

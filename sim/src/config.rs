@@ -153,9 +153,9 @@ impl SimConfig {
             ));
         }
         check("receivers", self.receivers, 1, limits::PROCESSES_MAX)?;
-        // No relay worker is allowed: nothing then drains the outbox, which the run reports as
-        // a world that did not settle, not as a failure.
-        check("relay_workers", self.relay_workers, 0, limits::PROCESSES_MAX)?;
+        // Without a relay worker nothing could ever drain the outbox: every paid order would
+        // "fail" for want of a process the configuration left out.
+        check("relay_workers", self.relay_workers, 1, limits::PROCESSES_MAX)?;
         for (name, value) in [
             ("sender_timeout_ms", self.sender_timeout_ms),
             ("emit_window_ms", self.emit_window_ms),
@@ -179,6 +179,14 @@ impl SimConfig {
         ] {
             check(name, value, 0, DURATION_MS_MAX)?;
         }
+        // An answer slower than the sender waits could never settle a delivery; the network is
+        // held to half the sender's timeout, as every drawn configuration is.
+        check(
+            "network_latency_ms_max (at most half of sender_timeout_ms)",
+            self.network_latency_ms_max,
+            1,
+            self.sender_timeout_ms / 2,
+        )?;
         check(
             "relay.idle_poll_max_ms",
             self.relay.idle_poll_max_ms,
@@ -190,6 +198,14 @@ impl SimConfig {
             self.relay.attempts_max,
             1,
             limits::ATTEMPTS_MAX,
+        )?;
+        // The relay's contract: a lease outlives the provider call it covers, with room for the
+        // claim before it and the write after it (see `RelaySettings::lease_ms`).
+        check(
+            "relay.lease_ms (at least twice relay.call_timeout_ms)",
+            self.relay.lease_ms,
+            self.relay.call_timeout_ms.saturating_mul(2),
+            DURATION_MS_MAX,
         )?;
         check(
             "fault_phase_steps_max",
@@ -211,7 +227,7 @@ impl SimConfig {
                 ));
             };
             // Building a model checks its settings; the stream it gets is never drawn from.
-            (kind.build)(settings, SimRng::stream(0, "validate"))
+            (kind.build)(settings, SimRng::stream(0, "validate"), &self.fault_context())
                 .map_err(|error| format!("faults.{name}.{error}"))?;
         }
         Ok(())
@@ -229,16 +245,25 @@ pub mod limits {
     /// Tenants are named `tenant-a` to `tenant-z`.
     pub const TENANTS_MAX: u32 = 26;
     pub const ORDERS_PER_TENANT_MAX: u32 = 64;
-    /// Orders over all tenants.
-    pub const ORDERS_MAX: u64 = 256;
+    /// Orders over all tenants. With at most five events an order and each event fanned out to
+    /// at most [`FAN_OUT_MAX`] subscriptions, any workload the simulator draws stays within the
+    /// stream limits below, so every seed file it writes can be read back.
+    pub const ORDERS_MAX: u64 = 64;
     /// Receivers, and relay workers, each.
     pub const PROCESSES_MAX: u32 = 16;
-    /// Subscriptions an event is delivered to.
+    /// Subscriptions one event is delivered to.
     pub const SUBSCRIPTIONS_MAX: u32 = 8;
+    /// Subscriptions a fault model may fan an event out to.
+    pub const FAN_OUT_MAX: u32 = 4;
     /// Deliveries of one event outside the retry schedule.
     pub const EXTRA_DELIVERIES_MAX: usize = 8;
     /// Events in a workload: a few per order, plus what fault models add.
-    pub const EVENTS_MAX: usize = 4_096;
+    pub const EVENTS_MAX: usize = 512;
+    /// Streams (an event's delivery to one subscription) over the whole workload, and extra
+    /// deliveries over the whole workload. A hand-made schedule at these limits, with every event
+    /// at once, runs in about a minute on a 2-core machine; drawn workloads are far smaller.
+    pub const STREAMS_MAX: usize = 2_048;
+    pub const ALL_EXTRA_DELIVERIES_MAX: usize = 2_048;
     pub const ATTEMPTS_MAX: i64 = 1_000;
     pub const FAULT_PHASE_STEPS_MAX: u64 = 1_000_000;
     pub const LIVENESS_STEPS_MAX: u64 = 5_000_000;

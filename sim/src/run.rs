@@ -307,10 +307,11 @@ impl Simulation {
         processes.push(Process::new("operator".to_owned(), ProcessRole::Operator));
 
         let mut fault_models: Vec<Box<dyn FaultModel>> = Vec::new();
+        let context = config.fault_context();
         for kind in faults::registry() {
             if let Some(settings) = config.faults.get(kind.name) {
                 let rng = SimRng::stream(seed, &faults::decision_stream_label(kind.name));
-                fault_models.push((kind.build)(settings, rng)?);
+                fault_models.push((kind.build)(settings, rng, &context)?);
             }
         }
         let mut reshaped = Vec::new();

@@ -132,11 +132,12 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Checks every value a run takes from the schedule against [`crate::config::limits`]: how
-    /// many fixtures, events and lines there are, each event's times, subscriptions and extra
-    /// deliveries, and every number a choice carries. Labels are not checked: a line that names
-    /// nothing is skipped when the schedule runs. The error names the field (`events[3].subscriptions`).
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every value a run takes from the schedule against [`crate::config::limits`] and the
+    /// contracts of `config`: how many fixtures, events and lines there are, each event's times,
+    /// subscriptions and extra deliveries, and every number a choice carries (a clock jump stays
+    /// within the skew the relay tolerates). Labels are not checked: a line that names nothing is
+    /// skipped when the schedule runs. The error names the field (`events[3].subscriptions`).
+    pub fn validate(&self, config: &crate::config::SimConfig) -> Result<(), String> {
         use crate::config::limits::{self, DURATION_MS_MAX, check};
         let name = |field: String, value: &str| {
             check(
@@ -200,6 +201,21 @@ impl Schedule {
                 )?;
             }
         }
+        let streams: usize = self.events.iter().map(|event| event.subscriptions as usize).sum();
+        check(
+            "events (their subscriptions added up)",
+            streams,
+            0,
+            limits::STREAMS_MAX,
+        )?;
+        let extras: usize = self.events.iter().map(|event| event.extra_deliveries.len()).sum();
+        check(
+            "events (their extra deliveries added up)",
+            extras,
+            0,
+            limits::ALL_EXTRA_DELIVERIES_MAX,
+        )?;
+        self.check_consistency()?;
         check(
             "steps (how many)",
             self.steps.len(),
@@ -208,12 +224,54 @@ impl Schedule {
         )?;
         for (index, line) in self.steps.iter().enumerate() {
             for choice in StepLine::parse(line).choices {
-                check_choice(&choice).map_err(|error| {
+                check_choice(&choice, config).map_err(|error| {
                     format!(
                         "steps[{index}]: choice `{}`: {error}",
                         crate::files::clip(&format!("{} {}", choice.kind, choice.value), 80)
                     )
                 })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the workload is one a sender could produce: accounts are named once, every
+    /// event comes from a known account and names that account's tenant, and no account uses an
+    /// event id twice. (An event may name an order that does not exist: the receiver must reject
+    /// it, which is a story the simulator tells on purpose.)
+    fn check_consistency(&self) -> Result<(), String> {
+        let mut tenant_of = std::collections::BTreeMap::new();
+        for (index, (account, tenant)) in self.fixtures.accounts.iter().enumerate() {
+            if tenant_of.insert(account.as_str(), tenant.as_str()).is_some() {
+                return Err(format!(
+                    "fixtures.accounts[{index}][0] names account {account:?} a second time; each account is listed once"
+                ));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (index, event) in self.events.iter().enumerate() {
+            match tenant_of.get(event.account.as_str()) {
+                None => {
+                    return Err(format!(
+                        "events[{index}].account is {:?}, which is not in fixtures.accounts; an event comes from a known account",
+                        crate::files::clip(&event.account, 80)
+                    ));
+                }
+                Some(tenant) if *tenant != event.tenant => {
+                    return Err(format!(
+                        "events[{index}].tenant is {:?}, but account {:?} belongs to tenant {tenant:?}",
+                        crate::files::clip(&event.tenant, 80),
+                        event.account
+                    ));
+                }
+                Some(_) => {}
+            }
+            if !seen.insert((event.account.as_str(), event.event_id.as_str())) {
+                return Err(format!(
+                    "events[{index}].event_id {:?} is used twice by account {:?}; event ids are unique within an account",
+                    crate::files::clip(&event.event_id, 80),
+                    event.account
+                ));
             }
         }
         Ok(())
@@ -258,7 +316,7 @@ impl Schedule {
 /// Checks the numbers a choice carries: durations within a year (times within a few), and copies
 /// within what a fault model may add. A value this build cannot read is left to the run, which
 /// takes the default for it, as for any choice that no longer applies.
-fn check_choice(choice: &Choice) -> Result<(), String> {
+fn check_choice(choice: &Choice, config: &crate::config::SimConfig) -> Result<(), String> {
     use crate::config::limits::{DURATION_MS_MAX, check};
     let number = |text: &str| text.trim().parse::<i64>().ok();
     match choice.kind.as_str() {
@@ -282,12 +340,17 @@ fn check_choice(choice: &Choice) -> Result<(), String> {
             if let [_, action, amount] = words[..]
                 && let Some(amount) = number(amount)
             {
-                let (low, field) = match action {
-                    "pause" => (1, "pause in milliseconds"),
-                    "clock" => (-DURATION_MS_MAX, "clock offset in milliseconds"),
-                    _ => (0, "milliseconds"),
+                let skew_ms_max = config.relay.clock_skew_ms_max;
+                let (field, low, high) = match action {
+                    "pause" => ("pause in milliseconds", 1, DURATION_MS_MAX),
+                    "clock" => (
+                        "clock offset in milliseconds (within relay.clock_skew_ms_max)",
+                        -skew_ms_max,
+                        skew_ms_max,
+                    ),
+                    _ => ("milliseconds", 0, DURATION_MS_MAX),
                 };
-                check(field, amount, low, DURATION_MS_MAX)?;
+                check(field, amount, low, high)?;
             }
         }
         "provider" => {

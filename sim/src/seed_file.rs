@@ -249,7 +249,9 @@ impl SeedFile {
             .validate()
             .map_err(|error| format!("config.{error}"))?;
         if let Some(schedule) = &self.schedule {
-            schedule.validate().map_err(|error| format!("schedule.{error}"))?;
+            schedule
+                .validate(&self.config)
+                .map_err(|error| format!("schedule.{error}"))?;
         }
         if let Some(shrunk) = &self.shrunk {
             shrunk
@@ -258,7 +260,7 @@ impl SeedFile {
                 .map_err(|error| format!("shrunk.config.{error}"))?;
             shrunk
                 .schedule
-                .validate()
+                .validate(&shrunk.config)
                 .map_err(|error| format!("shrunk.schedule.{error}"))?;
         }
         Ok(())

@@ -220,6 +220,8 @@ pub struct World {
     pub tasks: BTreeMap<TaskId, TaskState>,
     pub events: BTreeMap<EventId, WorldEvent>,
     ready: Vec<Item>,
+    /// The schedule label of each ready item, while schedules are followed or written down.
+    ready_label_cache: BTreeMap<Item, String>,
     timers: BTreeSet<(i64, u64, Item)>,
     next_task: TaskId,
     next_event: EventId,
@@ -312,6 +314,7 @@ impl World {
             tasks: BTreeMap::new(),
             events: BTreeMap::new(),
             ready: Vec::new(),
+            ready_label_cache: BTreeMap::new(),
             timers: BTreeSet::new(),
             next_task: 1,
             next_event: 1,
@@ -361,22 +364,39 @@ impl World {
             let label = self.ready_labels().swap_remove(index);
             self.decider.begin_step(label);
         }
-        Some(self.ready.remove(index))
+        let item = self.ready.remove(index);
+        self.ready_label_cache.remove(&item);
+        Some(item)
     }
 
     /// The labels of the ready items, in ready order. Items that would share a label (two
     /// handlers of one receiver, the answers of a delivery and its copies) are told apart by
     /// their position among their namesakes: `receiver-1#1 sql`, `receiver-1#1 sql (2)`.
-    fn ready_labels(&self) -> Vec<String> {
+    fn ready_labels(&mut self) -> Vec<String> {
+        // Each ready item's label is worked out once while it waits (a step with hundreds of
+        // ready items would otherwise write every label again on every step). An answer's
+        // label names its process's current incarnation, which a restart can change meanwhile,
+        // so it is written afresh each time.
+        for index in 0..self.ready.len() {
+            let item = self.ready[index];
+            let fresh = matches!(item, Item::Event(event) if matches!(self.events.get(&event), Some(WorldEvent::SendAnswer { .. })));
+            if fresh || !self.ready_label_cache.contains_key(&item) {
+                let label = self.item_label(item);
+                self.ready_label_cache.insert(item, label);
+            }
+        }
         let mut labels: Vec<String> = Vec::with_capacity(self.ready.len());
+        // How many earlier labels each text starts: a label's part before ` (` is what a later
+        // namesake is compared with.
+        let mut earlier: BTreeMap<&str, usize> = BTreeMap::new();
         for item in &self.ready {
-            let base = self.item_label(*item);
-            let namesakes = labels
-                .iter()
-                .filter(|label| label.split(" (").next() == Some(base.as_str()))
-                .count();
+            let base = self.ready_label_cache[item].as_str();
+            let namesakes = earlier.get(base).copied().unwrap_or(0);
+            *earlier
+                .entry(base.split(" (").next().unwrap_or_default())
+                .or_insert(0) += 1;
             labels.push(if namesakes == 0 {
-                base
+                base.to_owned()
             } else {
                 format!("{base} ({})", namesakes + 1)
             });
@@ -550,6 +570,7 @@ impl World {
         match self.ready.iter().position(|candidate| *candidate == item) {
             Some(index) => {
                 self.ready.remove(index);
+                self.ready_label_cache.remove(&item);
                 true
             }
             None => false,
@@ -686,6 +707,7 @@ impl World {
                 self.timers.remove(&(key.0, key.1, Item::Task(*task)));
             }
             self.ready.retain(|item| *item != Item::Task(*task));
+            self.ready_label_cache.remove(&Item::Task(*task));
             if let Some(connection) = state.connection
                 && self.db.close(connection)
             {
@@ -961,7 +983,10 @@ impl World {
                     }
                     forget_at.map(|at_ms: i64| at_ms.to_string())
                 })
-                .and_then(|value| value.parse().ok());
+                .and_then(|value| value.parse::<i64>().ok())
+                // The provider keeps a key for at least its documented lifetime; an edited
+                // schedule cannot make it break that promise.
+                .map(|at_ms| at_ms.max(now_ms.saturating_add(key_lifetime_ms)));
         }
         let handled = self.provider.handle(request, now_ms, conditions, || forget_at_ms);
         let key = request.idempotency_key();

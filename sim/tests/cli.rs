@@ -77,6 +77,28 @@ fn bad_usage_exits_2_with_one_line() {
     std::fs::write(&not_a_directory, b"").unwrap();
     let below_a_file = not_a_directory.join("seeds");
     assert_usage_error(&["sweep", "--system", "nope"], "unknown system");
+    assert_usage_error(
+        &["sweep", "--system", "recipt-first"],
+        "did you mean receipt-first?",
+    );
+    assert_usage_error(
+        &[
+            "sweep",
+            "--seeds",
+            "1",
+            "--junit",
+            "same.out",
+            "--json",
+            "./same.out",
+        ],
+        "one report would replace the other",
+    );
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/receipt-first-0.json");
+    let seed = seed.to_str().unwrap();
+    assert_usage_error(
+        &["replay", seed, "--html", seed],
+        "is the seed file being replayed",
+    );
     assert_usage_error(&["sweep", "--seeds", "0"], "--seeds");
     assert_usage_error(&["sweep", "--seeds", "many"], "--seeds");
     assert_usage_error(&["sweep", "--backend", "postgres"], "unknown backend");

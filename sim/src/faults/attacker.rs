@@ -101,7 +101,11 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("cadence_ms", settings.cadence_ms, 1)?;
     Ok(Box::new(Attacker {

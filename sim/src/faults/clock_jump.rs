@@ -6,7 +6,7 @@
 //! skew the relay is configured to tolerate (never beyond it: no lease or margin can survive an
 //! unbounded clock). Offsets reset when a process restarts and when the faults heal.
 
-use super::check_duration;
+use super::check;
 use super::{
     FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
     swarm_enabled, to_json,
@@ -43,9 +43,20 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
-    check_duration("offset_ms_max", settings.offset_ms_max, 0)?;
+    // The relay is told how far clocks may drift (`relay.clock_skew_ms_max`) and widens its
+    // margins by that much; a jump beyond it breaks the contract, not the relay.
+    check(
+        "offset_ms_max (at most relay.clock_skew_ms_max)",
+        settings.offset_ms_max,
+        0,
+        context.clock_skew_ms_max,
+    )?;
     Ok(Box::new(ClockJump {
         settings,
         rng,

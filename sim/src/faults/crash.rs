@@ -50,7 +50,11 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("fast_restart_ms_max", settings.fast_restart_ms_max, 1)?;
     check_duration("slow_restart_ms_max", settings.slow_restart_ms_max, 1)?;

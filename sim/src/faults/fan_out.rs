@@ -40,13 +40,17 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check(
         "subscriptions_max",
         settings.subscriptions_max,
         1,
-        crate::config::limits::SUBSCRIPTIONS_MAX,
+        crate::config::limits::FAN_OUT_MAX,
     )?;
     Ok(Box::new(FanOut { settings, rng }))
 }

@@ -52,7 +52,11 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("hang_ms", settings.hang_ms, 1)?;
     check("hangs_max", settings.hangs_max, 0, HANGS_MAX)?;

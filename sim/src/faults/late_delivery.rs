@@ -41,7 +41,11 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     Ok(Box::new(LateDelivery {
         settings: from_json(value)?,
         rng,

@@ -60,7 +60,11 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_windows("provider_outages_ms", &settings.provider_outages_ms)?;
     Ok(Box::new(LostAck {

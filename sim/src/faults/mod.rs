@@ -297,8 +297,10 @@ pub struct FaultContext {
     pub stall_ms_max: i64,
 }
 
-/// Builds a fault model from its settings and its decision stream.
-pub type BuildFault = fn(&serde_json::Value, SimRng) -> Result<Box<dyn FaultModel>, String>;
+/// Builds a fault model from its settings and its decision stream, checking the settings against
+/// the limits and against the configuration's contracts in `context` (a clock jump may not exceed
+/// the skew the relay is configured to tolerate).
+pub type BuildFault = fn(&serde_json::Value, SimRng, &FaultContext) -> Result<Box<dyn FaultModel>, String>;
 
 /// A registered fault model.
 pub struct FaultKind {

@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::check_duration;
 use super::{
     FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
 };
+use super::{check, check_duration};
 use crate::rng::{Ratio, SimRng};
 
 pub const KIND: FaultKind = FaultKind {
@@ -46,13 +46,21 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("act_after_ms_min", settings.act_after_ms_min, 1)?;
-    check_duration(
-        "act_after_ms_max",
+    // The relay reconciles a key before it could have been forgotten with a margin of the call
+    // timeout and the longest stall; a provider that sits on a request for longer than both acts
+    // outside the contract the relay was written to, like a provider that forgets keys early.
+    check(
+        "act_after_ms_max (at most relay.call_timeout_ms + relay.stall_ms_max)",
         settings.act_after_ms_max,
         settings.act_after_ms_min,
+        context.call_timeout_ms.saturating_add(context.stall_ms_max),
     )?;
     Ok(Box::new(ProviderSlow {
         settings,

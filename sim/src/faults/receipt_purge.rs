@@ -39,7 +39,11 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    _rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("cadence_ms", settings.cadence_ms, 1)?;
     check_duration("retention_ms", settings.retention_ms, 0)?;

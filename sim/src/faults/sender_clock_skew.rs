@@ -11,8 +11,8 @@
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 use serde::{Deserialize, Serialize};
 
-use super::{DURATION_MS_MAX, check, check_duration};
 use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use super::{check, check_duration};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -39,6 +39,10 @@ struct SenderClockSkew {
     healed: bool,
 }
 
+/// The largest skew this model draws, and the largest a seed file may ask for: six times the
+/// receivers' tolerance.
+const OFFSET_MS_MAX: i64 = 6 * DEFAULT_TOLERANCE_S * 1_000;
+
 fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     let tolerance_ms = DEFAULT_TOLERANCE_S * 1_000;
     // Within the tolerance, most of the time, with a margin for the network's latency; beyond it
@@ -46,7 +50,7 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     let magnitude_ms = if rng.between(0, 2) > 0 {
         rng.between(0, tolerance_ms - 10_000)
     } else {
-        rng.between(tolerance_ms + 1_000, 6 * tolerance_ms)
+        rng.between(tolerance_ms + 1_000, OFFSET_MS_MAX)
     };
     let sign = if rng.between(0, 1) == 0 { -1 } else { 1 };
     to_json(&Settings {
@@ -57,11 +61,18 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    _rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("start_ms", settings.start_ms, 0)?;
     check_duration("duration_ms", settings.duration_ms, 1)?;
-    check("offset_ms", settings.offset_ms, -DURATION_MS_MAX, DURATION_MS_MAX)?;
+    // The stale-replay attack backdates a delivery by the tolerance and an hour; a sender clock
+    // off by as much would make that replay look fresh, so the skew stays within the half hour
+    // this model draws from.
+    check("offset_ms", settings.offset_ms, -OFFSET_MS_MAX, OFFSET_MS_MAX)?;
     Ok(Box::new(SenderClockSkew {
         settings,
         starting: true,

@@ -46,7 +46,11 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("pause_ms_min", settings.pause_ms_min, 1)?;
     check_duration("pause_ms_max", settings.pause_ms_max, settings.pause_ms_min)?;

@@ -38,7 +38,11 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     })
 }
 
-fn build(value: &serde_json::Value, _rng: SimRng) -> Result<Box<dyn FaultModel>, String> {
+fn build(
+    value: &serde_json::Value,
+    _rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
     Ok(Box::new(StickyError {
         settings: from_json(value)?,
     }))
