@@ -2,8 +2,9 @@
 //!
 //! The pages are written by the built binary and loaded in headless Chromium with `--dump-dom`,
 //! so every assertion is about the document a person's browser builds, after any script ran.
-//! Chromium is required: without it these tests fail and say how to install it (CI's
-//! `.ci/run` installs it). The page must reference nothing outside itself, and the same seed
+//! Chromium is required: a missing one is installed from Debian's archive on a Debian or Ubuntu
+//! machine (as root, or with passwordless sudo); elsewhere these tests fail and say how to
+//! install it. The page must reference nothing outside itself, and the same seed
 //! file must give the same bytes every time.
 
 use std::io::Read;
@@ -61,12 +62,22 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Debian's Chromium, or else a Chromium or Chrome on the PATH (GitHub's Ubuntu runners come
-/// with Chrome). Missing is a failure, not a skip: a browser test that passes without a browser
-/// proves nothing.
+/// with Chrome), or else Debian's Chromium installed now, once per test run: on a fresh Debian
+/// or Ubuntu machine with network to its package archive, the README's test command needs
+/// nothing installed by hand. Missing and not installable is a failure, never a skip: a browser
+/// test that passes without a browser proves nothing.
 fn chromium() -> PathBuf {
+    static BROWSER: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    BROWSER
+        .get_or_init(|| find_chromium().map_or_else(install_chromium, Ok))
+        .clone()
+        .unwrap_or_else(|why| panic!("{why}"))
+}
+
+fn find_chromium() -> Option<PathBuf> {
     let debian = PathBuf::from("/usr/bin/chromium");
     if debian.is_file() {
-        return debian;
+        return Some(debian);
     }
     let names = [
         "chromium",
@@ -74,7 +85,7 @@ fn chromium() -> PathBuf {
         "google-chrome",
         "google-chrome-stable",
     ];
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
+    std::env::var_os("PATH").and_then(|paths| {
         let directories: Vec<PathBuf> = std::env::split_paths(&paths).collect();
         names.iter().find_map(|name| {
             directories
@@ -82,14 +93,47 @@ fn chromium() -> PathBuf {
                 .map(|directory| directory.join(name))
                 .find(|candidate| candidate.is_file())
         })
-    });
-    on_path.unwrap_or_else(|| {
-        panic!(
-            "Chromium is not installed, and the HTML timeline tests need it: install it with \
-             `apt-get update && apt-get install -y --no-install-recommends chromium` \
-             (CI's .ci/run installs it)"
-        )
     })
+}
+
+/// Installs Debian's `chromium` package with apt-get, as root or through `sudo -n`.
+fn install_chromium() -> Result<PathBuf, String> {
+    let how = "install it with `apt-get update && apt-get install -y --no-install-recommends chromium` \
+               (or put a Chromium or Chrome on the PATH)";
+    let on_debian = Path::new("/etc/debian_version").is_file() && Path::new("/usr/bin/apt-get").is_file();
+    if !on_debian {
+        return Err(format!(
+            "Chromium is not installed, and the HTML timeline tests need it; this is not a Debian or Ubuntu machine, so {how}"
+        ));
+    }
+    // SAFETY: geteuid only reads the process's effective user id.
+    let root = unsafe { libc::geteuid() } == 0;
+    let apt = |arguments: &[&str]| -> Result<(), String> {
+        let mut command = if root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-n", "apt-get"]);
+            sudo
+        };
+        let output = command
+            .args(arguments)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|error| format!("apt-get could not start ({error}); {how}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            let said = String::from_utf8_lossy(&output.stderr);
+            let last = said.lines().last().unwrap_or("no output").to_owned();
+            Err(format!("apt-get {} failed ({last}); {how}", arguments.join(" ")))
+        }
+    };
+    eprintln!("html_report: Chromium is missing; installing Debian's chromium package with apt-get");
+    apt(&["update", "-qq"])?;
+    apt(&["install", "-y", "-qq", "--no-install-recommends", "chromium"])?;
+    find_chromium().ok_or_else(|| format!("apt-get installed chromium, but no browser was found; {how}"))
 }
 
 /// Loads `page` in headless Chromium and returns the document it built.

@@ -163,13 +163,39 @@ fn the_workflow_runs_on_push_and_every_night() {
     assert!(string(&nightly_job(&document)["if"], "the nightly job's condition").contains("'schedule'"));
 }
 
+/// The test command of the README's "The two commands", without its comment.
+fn readme_test_command() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    readme
+        .lines()
+        .skip_while(|line| !line.starts_with("## The two commands"))
+        .find(|line| line.starts_with("cargo test"))
+        .expect("the README names a test command")
+        .split('#')
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/run")).unwrap();
+    let test_command = readme_test_command();
+    assert!(
+        ci.lines().any(|line| line.trim() == test_command),
+        ".ci/run runs {test_command:?}"
+    );
+}
+
 #[test]
 fn the_push_job_runs_the_tests_and_a_short_deterministic_sweep() {
     let document = workflow();
     let job = push_job(&document);
+    let test_command = readme_test_command();
     assert!(
-        run_lines(job).iter().any(|line| line == "cargo test"),
-        "{:?}",
+        run_lines(job).contains(&test_command),
+        "the push job runs the README's test command {test_command:?}: {:?}",
         run_lines(job)
     );
     let calls = simulator_calls(job);
