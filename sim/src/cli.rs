@@ -771,14 +771,16 @@ fn print_closing_lines(
             .iter()
             .filter(|failure| failure.seed_file.is_some())
             .count();
+        let rest = if with_file == findings_with_runs {
+            ""
+        } else if args.no_shrink {
+            "; the rest repeat a kept failure or could not be written"
+        } else {
+            "; the rest repeat a kept failure, were past --shrink-max or could not be written"
+        };
         say!(
-            "corpus: {with_file} of {findings_with_runs} failures hold a seed file in {}; the rest repeat a kept failure{}",
+            "corpus: {with_file} of {findings_with_runs} failures hold a seed file in {}{rest}",
             args.seeds_dir.display(),
-            if args.no_shrink {
-                ""
-            } else {
-                " or were past --shrink-max"
-            }
         );
     }
     let unwritable = findings.unwritable();

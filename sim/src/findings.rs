@@ -235,6 +235,15 @@ pub fn shrink_and_keep(
         let summary = shrunk.summary();
         let as_found = written.get(&seed);
         let result = match corpus.add(&file) {
+            // The file that already holds this failure is the one written as found: this seed's
+            // own file, from an earlier sweep, shrunk at least as far.
+            Ok(Kept::Duplicate(existing)) if as_found == Some(&existing) => {
+                findings.moved(seed, Some(existing.clone()));
+                AfterShrinking::Kept {
+                    summary,
+                    kept: Kept::Duplicate(existing),
+                }
+            }
             Ok(Kept::Duplicate(existing)) => {
                 // The file as found is a longer copy of a failure already kept: it goes.
                 if let Some(path) = as_found

@@ -267,23 +267,47 @@ impl SeedFile {
     }
 
     /// Writes the file into `directory` atomically. Returns its path. A file of the same seed and
-    /// system from a different run is kept, and this one gets a name of its own.
+    /// system from a different run is kept, and this one gets a name of its own. A file of the
+    /// same run keeps what it holds and this one lacks (its schedule, its shrunk run) and what it
+    /// promises (its `expect`, which a person may have changed to keep a fixed bug as a
+    /// regression); unless this file adds a schedule or a smaller shrunk run, the existing file
+    /// is left exactly as it is.
     pub fn write(&self, directory: &Path) -> Result<PathBuf, String> {
         fs::create_dir_all(directory)
             .map_err(|error| format!("cannot create seed directory {}: {error}", directory.display()))?;
         let base = format!("{}-{}", self.system, self.seed);
         let mut path = directory.join(format!("{base}.json"));
+        let mut existing = SeedFile::read(&path).ok();
+        if existing
+            .as_ref()
+            .is_some_and(|existing| existing.trace_digest != self.trace_digest)
+        {
+            let short = self.trace_digest.get(..8).unwrap_or(&self.trace_digest);
+            path = directory.join(format!("{base}-{short}.json"));
+            existing = SeedFile::read(&path)
+                .ok()
+                .filter(|existing| existing.trace_digest == self.trace_digest);
+        }
         let mut contents = self.clone();
-        if let Ok(existing) = SeedFile::read(&path) {
-            if existing.trace_digest != self.trace_digest {
-                let short = self.trace_digest.get(..8).unwrap_or(&self.trace_digest);
-                path = directory.join(format!("{base}-{short}.json"));
-            } else if contents.shrunk.is_none() {
-                // The same run written again without shrinking keeps the shrunk run it had.
-                contents.shrunk = existing.shrunk;
+        contents.replay = replay_command(&path);
+        if let Some(existing) = existing {
+            let adds_schedule = contents.schedule.is_some() && existing.schedule.is_none();
+            let adds_shrunk = match (&contents.shrunk, &existing.shrunk) {
+                (Some(new), Some(old)) => (new.steps, new.faults) < (old.steps, old.faults),
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if !adds_schedule && !adds_shrunk {
+                return Ok(path);
+            }
+            contents.expect = existing.expect.clone();
+            if contents.schedule.is_none() {
+                contents.schedule = existing.schedule.clone();
+            }
+            if !adds_shrunk {
+                contents.shrunk = existing.shrunk.clone();
             }
         }
-        contents.replay = replay_command(&path);
         contents.write_to(&path)?;
         Ok(path)
     }

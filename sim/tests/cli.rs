@@ -946,3 +946,48 @@ fn a_byte_order_mark_is_read_and_backend_chooses_the_replays_backend() {
         "unknown backend",
     );
 }
+
+#[test]
+fn a_sweep_over_the_committed_seeds_leaves_files_that_hold_its_failures_as_they_are() {
+    let directory = scratch("committed-seeds");
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds");
+    for entry in std::fs::read_dir(&committed).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, directory.join(path.file_name().unwrap())).unwrap();
+    }
+    let before: Vec<(PathBuf, Vec<u8>)> = seed_files_in(&directory);
+    let output = commitgap(&[
+        "sweep",
+        "--system",
+        "check-then-insert",
+        "--seeds",
+        "3",
+        "--seeds-dir",
+        directory.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("corpus: 1 of 1 failures hold a seed file"),
+        "the committed file holds the failure: {text}"
+    );
+    assert_eq!(
+        seed_files_in(&directory),
+        before,
+        "no committed file changed: {text}"
+    );
+}
+
+/// Every file in `directory` with its bytes, sorted by name.
+fn seed_files_in(directory: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
