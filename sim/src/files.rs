@@ -262,25 +262,33 @@ pub fn clip(text: &str, limit: usize) -> String {
     format!("{kept}... ({length} characters)")
 }
 
-/// `message` with every double-quoted part cut to at most `limit` characters (see [`clip`]), and
-/// the whole cut to a few lines' worth: a parser's error quotes the value it refused, and a
-/// value can be megabytes long.
+/// `message` with every quoted part (between double quotes or backticks) cut to at most `limit`
+/// characters (see [`clip`]), and the whole cut to a few lines' worth: a parser's error quotes the
+/// value it refused, and a value can be megabytes long.
 pub fn clip_quoted(message: &str, limit: usize) -> String {
     let mut clipped = String::with_capacity(message.len().min(4 * limit));
-    let mut parts = message.split('"');
-    if let Some(first) = parts.next() {
-        clipped.push_str(first);
-    }
-    for (index, part) in parts.enumerate() {
-        clipped.push('"');
-        // Odd parts sit between a pair of quotes.
-        if index % 2 == 0 {
-            clipped.push_str(&clip(part, limit));
-        } else {
-            clipped.push_str(part);
+    let mut quote: Option<char> = None;
+    let mut quoted = String::new();
+    for character in message.chars() {
+        match quote {
+            Some(open) if character == open => {
+                clipped.push_str(&clip(&quoted, limit));
+                clipped.push(character);
+                quoted.clear();
+                quote = None;
+            }
+            Some(_) => quoted.push(character),
+            None => {
+                clipped.push(character);
+                if character == '"' || character == '`' {
+                    quote = Some(character);
+                }
+            }
         }
     }
-    clip(&clipped, 4 * limit.max(40))
+    // An unclosed quote: what follows it is the value, cut short too.
+    clipped.push_str(&clip(&quoted, limit));
+    clip(&clipped, 3 * limit.max(40))
 }
 
 #[cfg(test)]
@@ -403,11 +411,11 @@ mod tests {
         let clipped = clip(&long, 80);
         assert!(clipped.starts_with(&"x".repeat(80)));
         assert!(clipped.ends_with("... (100 characters)"));
-        let message = format!("invalid type: string \"{long}\", expected u32");
+        let message = format!("unknown variant `{long}`; invalid type: string \"{long}\", expected u32");
         let quoted = clip_quoted(&message, 10);
         assert_eq!(
             quoted,
-            "invalid type: string \"xxxxxxxxxx... (100 characters)\", expected u32"
+            "unknown variant `xxxxxxxxxx... (100 characters)`; invalid type: string \"xxxxxxxxxx... (100 characters)\", expected u32"
         );
     }
 }

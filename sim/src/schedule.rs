@@ -138,7 +138,7 @@ impl Schedule {
     /// within the skew the relay tolerates). Labels are not checked: a line that names nothing is
     /// skipped when the schedule runs. The error names the field (`events[3].subscriptions`).
     pub fn validate(&self, config: &crate::config::SimConfig) -> Result<(), String> {
-        use crate::config::limits::{self, DURATION_MS_MAX, check};
+        use crate::config::limits::{self, check};
         let name = |field: String, value: &str| {
             check(
                 &format!("{field} (its length)"),
@@ -178,8 +178,21 @@ impl Schedule {
             ] {
                 name(field(part), value)?;
             }
-            check(&field("created_ms"), event.created_ms, 0, DURATION_MS_MAX)?;
-            check(&field("deliver_at_ms"), event.deliver_at_ms, 0, DURATION_MS_MAX)?;
+            // Nothing scheduled after the run's last moment can happen in it.
+            let end_ms = config.fault_phase_ms.saturating_add(config.liveness_ms_max);
+            let within_run = "(within fault_phase_ms + liveness_ms_max)";
+            check(
+                &field(&format!("created_ms {within_run}")),
+                event.created_ms,
+                0,
+                end_ms,
+            )?;
+            check(
+                &field(&format!("deliver_at_ms {within_run}")),
+                event.deliver_at_ms,
+                0,
+                end_ms,
+            )?;
             check(
                 &field("subscriptions"),
                 event.subscriptions,
@@ -194,10 +207,10 @@ impl Schedule {
             )?;
             for (extra_index, extra) in event.extra_deliveries.iter().enumerate() {
                 check(
-                    &field(&format!("extra_deliveries[{extra_index}].at_ms")),
+                    &field(&format!("extra_deliveries[{extra_index}].at_ms {within_run}")),
                     extra.at_ms,
                     0,
-                    DURATION_MS_MAX,
+                    end_ms,
                 )?;
             }
         }
