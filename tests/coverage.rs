@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use commitgap::receiver::{Answer, SuccessKind};
-use commitgap_sim::config::{EventKind, EventSpec};
 use commitgap_sim::coverage::Situation;
 use commitgap_sim::db::Backend;
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::sweep::{SweepOptions, sweep};
 use commitgap_sim::system::{Fixtures, OrderFixture};
 use commitgap_sim::systems::{self, ReferenceSystem};
+use commitgap_sim::workload::{EventKind, EventSpec};
 
 /// Seeds of the reference sweep below: the rarest situation was reached in about one seed in
 /// ten when this was measured, so a few hundred leave a wide margin.

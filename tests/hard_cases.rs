@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use commitgap::receiver::{Answer, SuccessKind};
-use commitgap_sim::config::{EventKind, EventSpec, Workload};
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::system::{Fixtures, OrderFixture, OrderStatus};
 use commitgap_sim::systems::ReferenceSystem;
+use commitgap_sim::workload::{EventKind, EventSpec, Workload};
 
 fn fixtures() -> Fixtures {
     Fixtures {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use commitgap::planted::PlantedBug;
 use commitgap::receiver::Answer;
-use commitgap_sim::config::{EventKind, EventSpec};
 use commitgap_sim::faults::Attack;
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::signing::{CURRENT_GENERATION, hostile_request, signed_delivery};
 use commitgap_sim::system::{Fixtures, OrderFixture};
 use commitgap_sim::systems::ReferenceSystem;
+use commitgap_sim::workload::{EventKind, EventSpec};
 use commitgap_sim::world::Origin;
 
 fn payment() -> EventSpec {

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use commitgap::provider::ProviderRequest;
 use commitgap::receiver::{Answer, SuccessKind};
 use commitgap::relay::RelaySettings;
-use commitgap_sim::config::{EventKind, EventSpec};
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::system::{Fixtures, OrderFixture};
 use commitgap_sim::systems::ReferenceSystem;
+use commitgap_sim::workload::{EventKind, EventSpec};
 
 fn fixtures() -> Fixtures {
     Fixtures {

@@ -133,3 +133,111 @@ fn the_checker_flags_what_it_should_and_honours_allowances() {
         1
     );
 }
+
+/// The modules of a crate's `src/` (one per top-level file or directory) and, for each, the other
+/// modules its code names as `crate::<module>` (comments and unit tests aside).
+fn module_graph(source: &Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(source, &mut files);
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for path in files {
+        let relative = path.strip_prefix(source).unwrap();
+        let first = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_owned();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let edges = graph.entry(module.clone()).or_default();
+        for line in code.lines().map(|line| line.split("//").next().unwrap_or("")) {
+            for (index, _) in line.match_indices("crate::") {
+                let name: String = line[index + "crate::".len()..]
+                    .chars()
+                    .take_while(|character| character.is_ascii_lowercase() || *character == '_')
+                    .collect();
+                if !name.is_empty() && name != module {
+                    edges.insert(name);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle in `graph`, as the modules along it, if there is one.
+fn find_cycle(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        module: &str,
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|on_path| on_path == module) {
+            let mut cycle = path[start..].to_vec();
+            cycle.push(module.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(module) {
+            return None;
+        }
+        path.push(module.to_owned());
+        for next in graph.get(module).into_iter().flatten() {
+            if graph.contains_key(next)
+                && let Some(cycle) = visit(next, graph, path, done)
+            {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(module.to_owned());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|module| visit(module, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn modules_depend_on_each_other_without_circles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for crate_source in ["src", "sim/src"] {
+        let graph = module_graph(&root.join(crate_source));
+        assert!(graph.len() > 5, "{crate_source}: found the modules");
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!(
+                "{crate_source}: modules depend on each other in a circle: {}; move what they share into a module of its own",
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_circle_finder_finds_circles() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        for (from, to) in edges {
+            graph
+                .entry((*from).to_owned())
+                .or_default()
+                .insert((*to).to_owned());
+            graph.entry((*to).to_owned()).or_default();
+        }
+        graph
+    };
+    assert_eq!(find_cycle(&graph(&[("a", "b"), ("b", "c")])), None);
+    let cycle = find_cycle(&graph(&[("a", "b"), ("b", "c"), ("c", "a")])).unwrap();
+    assert_eq!(cycle.first(), cycle.last());
+    assert_eq!(cycle.len(), 4, "{cycle:?}");
+}

@@ -20,7 +20,6 @@ use commitgap::env::Value;
 use serde::Serialize;
 
 use crate::faults;
-use crate::run::RunOutcome;
 use crate::system::{ObligationStatus, ObservedRow, OrderStatus};
 use crate::view::{DbView, RowDiff, operation_of};
 
@@ -343,11 +342,22 @@ impl Default for SweepCoverage {
     }
 }
 
+/// What one run contributes to a sweep's coverage.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedCoverage<'a> {
+    /// Each fault model's settings, as the run was configured (which were on).
+    pub faults: &'a BTreeMap<String, serde_json::Value>,
+    /// How often each fault model fired.
+    pub faults_fired: &'a BTreeMap<String, u64>,
+    /// How often each situation was reached.
+    pub situations: &'a BTreeMap<String, u64>,
+}
+
 impl SweepCoverage {
-    /// Adds one seed's outcome.
-    pub fn add(&mut self, outcome: &RunOutcome) {
+    /// Adds one seed's run.
+    pub fn add(&mut self, outcome: SeedCoverage<'_>) {
         self.seeds += 1;
-        for (name, settings) in &outcome.config.faults {
+        for (name, settings) in outcome.faults {
             // A model without an on/off switch is on whenever it is configured.
             let on = settings
                 .get("enabled")
@@ -357,14 +367,14 @@ impl SweepCoverage {
                 self.faults_fired.entry(name.clone()).or_default().on_in_seeds += 1;
             }
         }
-        for (name, &count) in &outcome.faults_fired {
+        for (name, &count) in outcome.faults_fired {
             let tally = self.faults_fired.entry(name.clone()).or_default();
             if count > 0 {
                 tally.count += count;
                 tally.seeds += 1;
             }
         }
-        for (name, &count) in &outcome.situations {
+        for (name, &count) in outcome.situations {
             self.situations.entry(name.clone()).or_default().add(count);
         }
     }

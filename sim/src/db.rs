@@ -1327,7 +1327,7 @@ mod tests {
         for system in crate::systems::all() {
             for backend in [Backend::Memdb, Backend::WalFile] {
                 let config = crate::config::SimConfig::draw(1, backend);
-                let fixtures = |seed| crate::config::Workload::draw(seed, &config).fixtures;
+                let fixtures = |seed| crate::workload::Workload::draw(seed, &config).fixtures;
                 reusing_databases(|| {
                     let mut database = Database::create(backend, system.observed_tables()).unwrap();
                     system.set_up(database.setup_connection(), &fixtures(1)).unwrap();
@@ -1383,7 +1383,7 @@ mod tests {
             assert!(system.sets_up_in_two_parts(), "{}", system.name());
             for backend in [Backend::Memdb, Backend::WalFile] {
                 let config = crate::config::SimConfig::draw(1, backend);
-                let fixtures = |seed| crate::config::Workload::draw(seed, &config).fixtures;
+                let fixtures = |seed| crate::workload::Workload::draw(seed, &config).fixtures;
                 reusing_databases(|| {
                     let (first, _) = new_in_two_parts(&system, backend, &fixtures(1));
                     drop(first);

@@ -25,6 +25,9 @@
 //! - [`systems`]: the reference system and its planted bugs.
 //! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
 //! - [`config`]: the configuration and workload drawn from a seed.
+//! - [`workload`]: the ground truth of a run: fixtures, events and how each is delivered.
+//! - [`limits`]: the bounds every configuration and schedule is held to.
+//! - [`record`]: what the simulator observed in a step and over a run, for invariants and probes.
 //! - [`rng`]: seeded random streams and integer ratios.
 //! - [`trace`]: trace lines and the run digest.
 //! - [`shrink`]: a failing run reduced to the few decisions that matter.
@@ -50,8 +53,10 @@ pub mod faults;
 pub mod files;
 pub mod findings;
 pub mod invariants;
+pub mod limits;
 pub mod mutants;
 pub mod provider;
+pub mod record;
 pub mod report;
 pub mod rng;
 pub mod run;
@@ -69,4 +74,5 @@ pub mod systems;
 pub mod timeline;
 pub mod trace;
 pub mod view;
+pub mod workload;
 pub mod world;

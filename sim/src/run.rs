@@ -22,7 +22,7 @@ use commitgap::env::{Env, LocalBoxFuture};
 use commitgap::receiver::WebhookDelivery;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{SimConfig, Workload};
+use crate::config::SimConfig;
 use crate::coverage::Situation;
 use crate::db::{Backend, Database};
 use crate::faults::{self, Attack, FaultAction, FaultModel, ProcessRole};
@@ -33,6 +33,7 @@ use crate::sender::EventState;
 use crate::sim_env::SimEnv;
 use crate::system::{ObservedRow, OrderStatus, System};
 use crate::trace::format_time_ms;
+use crate::workload::Workload;
 use crate::world::{
     DeliveryKind, DeliveryRef, Item, Origin, Process, Route, TaskId, TaskKind, World, WorldEvent,
 };
@@ -140,6 +141,17 @@ pub struct RunOutcome {
     pub schedule_report: Vec<String>,
     /// Every statement the processes ran on SQLite, if [`RunOptions::record_sql`] asked for it.
     pub sql: Option<RecordedSql>,
+}
+
+impl RunOutcome {
+    /// What this run contributes to a sweep's coverage.
+    pub fn coverage(&self) -> crate::coverage::SeedCoverage<'_> {
+        crate::coverage::SeedCoverage {
+            faults: &self.config.faults,
+            faults_fired: &self.faults_fired,
+            situations: &self.situations,
+        }
+    }
 }
 
 /// What a run did to SQLite after set-up, enough to do it again on a bare database: the fixtures
@@ -1349,11 +1361,7 @@ fn failure_of(invariant: &dyn Invariant, observation: &Observation<'_>, world: &
 
 /// Remembers who took each lease, which events were ever received, and which orders were
 /// refunded before they were paid.
-fn record_history(
-    history: &mut crate::invariants::History,
-    process_id: &str,
-    diffs: &[crate::view::RowDiff],
-) {
+fn record_history(history: &mut crate::record::History, process_id: &str, diffs: &[crate::view::RowDiff]) {
     for diff in diffs {
         match (&diff.before, &diff.after) {
             (before, Some(ObservedRow::Obligation(after))) => {

@@ -16,7 +16,7 @@ use commitgap::provider::ProviderRequest;
 use commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap::relay::RelaySettings;
 
-use crate::config::{EventSpec, SimConfig, Workload};
+use crate::config::SimConfig;
 use crate::coverage::Situation;
 use crate::db::Backend;
 use crate::faults::ProcessRole;
@@ -25,6 +25,7 @@ use crate::rng::Ratio;
 use crate::run::{Failure, Simulation, StepOutcome};
 use crate::sender::SenderPreset;
 use crate::system::{Fixtures, System};
+use crate::workload::{EventSpec, Workload};
 use crate::world::{Item, Origin, TaskId, TaskKind};
 
 /// The shape of a scenario's world.

@@ -22,8 +22,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::EventSpec;
 use crate::system::Fixtures;
+use crate::workload::EventSpec;
 
 /// One choice made during a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,13 +132,13 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Checks every value a run takes from the schedule against [`crate::config::limits`] and the
+    /// Checks every value a run takes from the schedule against [`crate::limits`] and the
     /// contracts of `config`: how many fixtures, events and lines there are, each event's times,
     /// subscriptions and extra deliveries, and every number a choice carries (a clock jump stays
     /// within the skew the relay tolerates). Labels are not checked: a line that names nothing is
     /// skipped when the schedule runs. The error names the field (`events[3].subscriptions`).
     pub fn validate(&self, config: &crate::config::SimConfig) -> Result<(), String> {
-        use crate::config::limits::{self, check};
+        use crate::limits::{self, check};
         let name = |field: String, value: &str| {
             check(
                 &format!("{field} (its length)"),
@@ -330,7 +330,7 @@ impl Schedule {
 /// within what a fault model may add. A value this build cannot read is left to the run, which
 /// takes the default for it, as for any choice that no longer applies.
 fn check_choice(choice: &Choice, config: &crate::config::SimConfig) -> Result<(), String> {
-    use crate::config::limits::{DURATION_MS_MAX, check};
+    use crate::limits::{DURATION_MS_MAX, check};
     let number = |text: &str| text.trim().parse::<i64>().ok();
     match choice.kind.as_str() {
         "copies" => {

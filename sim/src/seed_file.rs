@@ -242,7 +242,7 @@ impl SeedFile {
     }
 
     /// Checks every value a run will use against the configuration's limits (see
-    /// [`crate::config::limits`]): the configuration, the schedule and the shrunk run's. The error
+    /// [`crate::limits`]): the configuration, the schedule and the shrunk run's. The error
     /// names the field as a path from the top of the file.
     pub fn validate(&self) -> Result<(), String> {
         self.config

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::EventSpec;
+use crate::workload::EventSpec;
 
 const SECOND_MS: i64 = 1_000;
 const MINUTE_MS: i64 = 60 * SECOND_MS;
@@ -324,7 +324,7 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::EventKind;
+    use crate::workload::EventKind;
 
     fn spec(subscriptions: u32) -> EventSpec {
         EventSpec {

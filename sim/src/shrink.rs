@@ -288,7 +288,7 @@ impl Shrinker<'_> {
             } else {
                 self.best.schedule.events[index - 1].created_ms
             };
-            let edits: [&dyn Fn(&mut crate::config::EventSpec); 4] = [
+            let edits: [&dyn Fn(&mut crate::workload::EventSpec); 4] = [
                 &|event| event.subscriptions = 1,
                 &|event| event.extra_deliveries.clear(),
                 &|event| event.deliver_at_ms = event.created_ms,

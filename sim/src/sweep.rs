@@ -426,7 +426,7 @@ pub fn sweep_with_limits(
                                             .digests
                                             .push((result.outcome.seed, result.outcome.digest.clone()));
                                     }
-                                    collected.coverage.add(&result.outcome);
+                                    collected.coverage.add(result.outcome.coverage());
                                     if result.failed() {
                                         collected.failures.push(result);
                                     }

@@ -15,12 +15,13 @@ use commitgap::env::{DbError, Value};
 use commitgap::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
 use commitgap::receiver::Answer;
 
-use crate::config::{SimConfig, Workload};
+use crate::config::SimConfig;
 use crate::coverage::{Probes, Situation};
 use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
 use crate::faults::{self, FaultAction, FaultModel, PendingOp, ProcessRole};
-use crate::invariants::{AnswerRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::provider::{ProviderModel, Quirk};
+pub use crate::record::Origin;
+use crate::record::{AnswerRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::rng::SimRng;
 use crate::schedule::Decider;
 use crate::sender::{EventState, Sender};
@@ -28,6 +29,7 @@ use crate::trace::{
     Trace, describe_reply, describe_statement, format_duration_ms, write_step_number, write_time_ms,
 };
 use crate::view::DbView;
+use crate::workload::Workload;
 
 pub type TaskId = u64;
 pub type EventId = u64;
@@ -102,15 +104,6 @@ pub struct StepCommit {
     /// The attack, when the committing task handles a hostile delivery.
     pub hostile: Option<String>,
     pub changes: Vec<RowChange>,
-}
-
-/// Who made a delivery, for the invariants that judge how it was answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// The sender, signing with the endpoint's secret at `timestamp_s` by its own clock.
-    Sender { timestamp_s: i64 },
-    /// An attacker or a misbehaving sender: `attack` names what is wrong with it.
-    Hostile { attack: String },
 }
 
 /// Where a delivery goes.

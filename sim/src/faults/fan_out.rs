@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::check;
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
-use crate::config::EventSpec;
 use crate::rng::{Ratio, SimRng};
+use crate::workload::EventSpec;
 
 pub const KIND: FaultKind = FaultKind {
     name: "fan-out",
@@ -50,7 +50,7 @@ fn build(
         "subscriptions_max",
         settings.subscriptions_max,
         1,
-        crate::config::limits::FAN_OUT_MAX,
+        crate::limits::FAN_OUT_MAX,
     )?;
     Ok(Box::new(FanOut { settings, rng }))
 }

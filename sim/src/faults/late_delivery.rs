@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
-use crate::config::{EventSpec, ExtraDelivery};
 use crate::rng::{Ratio, SimRng};
+use crate::workload::{EventSpec, ExtraDelivery};
 
 const HOUR_MS: i64 = 3_600_000;
 

@@ -42,9 +42,9 @@ use serde::de::DeserializeOwned;
 
 pub use attacker::Attack;
 
-use crate::config::EventSpec;
-use crate::config::limits::{DURATION_MS_MAX, check};
+use crate::limits::{DURATION_MS_MAX, check};
 use crate::rng::{Ratio, SimRng};
+use crate::workload::EventSpec;
 
 /// What a fault model asks the world to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,7 +400,7 @@ fn from_json<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, String
     })
 }
 
-/// Checks a duration setting: from `low` to a year (see [`crate::config::limits`]).
+/// Checks a duration setting: from `low` to a year (see [`crate::limits`]).
 fn check_duration(field: &str, value: i64, low: i64) -> Result<(), String> {
     check(field, value, low, DURATION_MS_MAX)
 }
@@ -412,7 +412,7 @@ fn check_windows(field: &str, windows: &[(i64, i64)]) -> Result<(), String> {
         &format!("{field} (the number of windows)"),
         windows.len(),
         0,
-        crate::config::limits::WINDOWS_MAX,
+        crate::limits::WINDOWS_MAX,
     )?;
     for (index, (start_ms, duration_ms)) in windows.iter().enumerate() {
         check_duration(&format!("{field}[{index}][0] (start)"), *start_ms, 0)?;

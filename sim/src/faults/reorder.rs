@@ -8,8 +8,8 @@
 use super::{
     FaultContext, FaultKind, FaultModel, RateSettings, draw_ratio, from_json, swarm_enabled, to_json,
 };
-use crate::config::EventSpec;
 use crate::rng::SimRng;
+use crate::workload::EventSpec;
 
 pub const KIND: FaultKind = FaultKind {
     name: "reorder",

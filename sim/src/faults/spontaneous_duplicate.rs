@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{COPIES_MAX, check, check_duration};
 use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
-use crate::config::{EventSpec, ExtraDelivery};
 use crate::rng::{Ratio, SimRng};
+use crate::workload::{EventSpec, ExtraDelivery};
 
 pub const KIND: FaultKind = FaultKind {
     name: "spontaneous-duplicate",

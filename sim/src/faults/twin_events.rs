@@ -8,8 +8,8 @@
 use super::{
     FaultContext, FaultKind, FaultModel, RateSettings, draw_ratio, from_json, swarm_enabled, to_json,
 };
-use crate::config::{EventKind, EventSpec, Workload};
 use crate::rng::SimRng;
+use crate::workload::{EventKind, EventSpec, Workload};
 
 pub const KIND: FaultKind = FaultKind {
     name: "twin-events",

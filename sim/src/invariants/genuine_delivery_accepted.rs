@@ -9,7 +9,7 @@
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 
 use super::{Invariant, InvariantKind, Observation};
-use crate::world::Origin;
+use crate::record::Origin;
 
 pub struct GenuineDeliveryAccepted;
 

@@ -6,7 +6,7 @@
 //! body, 422 for a body that is not a valid event.
 
 use super::{Invariant, InvariantKind, Observation};
-use crate::world::Origin;
+use crate::record::Origin;
 
 pub struct HostileDeliveryRefused;
 

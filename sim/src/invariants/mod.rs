@@ -31,14 +31,11 @@ mod request_matches_obligation;
 mod sender_converges;
 mod success_answer_has_receipt;
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use commitgap::receiver::Answer;
-
-use crate::config::Workload;
 use crate::provider::ProviderModel;
+pub use crate::record::{AnswerRecord, CommitRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::sender::Sender;
-use crate::view::{DbView, RowDiff};
+use crate::view::DbView;
+use crate::workload::Workload;
 
 /// When an invariant is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -113,96 +110,6 @@ pub struct Observation<'a> {
     pub history: &'a History,
     /// What this step changed (empty for liveness checks).
     pub step: &'a StepRecord,
-}
-
-/// What one step changed.
-#[derive(Debug, Default)]
-pub struct StepRecord {
-    pub commits: Vec<CommitRecord>,
-    /// Indexes of effects the provider performed in this step.
-    pub new_effects: Vec<usize>,
-    /// Answers receivers gave in this step.
-    pub answers: Vec<AnswerRecord>,
-    /// Requests sent to the provider in this step.
-    pub requests: Vec<RequestRecord>,
-    /// Provider replies (or timeouts) received in this step.
-    pub replies: Vec<ReplyRecord>,
-}
-
-impl StepRecord {
-    pub fn is_empty(&self) -> bool {
-        self.commits.is_empty()
-            && self.new_effects.is_empty()
-            && self.answers.is_empty()
-            && self.requests.is_empty()
-            && self.replies.is_empty()
-    }
-
-    pub fn clear(&mut self) {
-        self.commits.clear();
-        self.new_effects.clear();
-        self.answers.clear();
-        self.requests.clear();
-        self.replies.clear();
-    }
-}
-
-/// One request a process sent to the provider.
-#[derive(Debug)]
-pub struct RequestRecord {
-    pub process_id: String,
-    pub key: String,
-    /// The body of a `Send`; `None` for a lookup.
-    pub payload: Option<String>,
-    /// Whether the caller's connection had a transaction open when it called.
-    pub in_transaction: bool,
-}
-
-/// One reply (or timeout) a process received from the provider.
-#[derive(Debug)]
-pub struct ReplyRecord {
-    pub process_id: String,
-    pub key: String,
-    /// The business operation of the request, when it was a readable `Send`.
-    pub operation: Option<String>,
-    /// The time by the receiving process's own clock.
-    pub process_now_ms: i64,
-    /// Whether a pause or a clock jump hit the caller while the call was in flight.
-    pub disturbed: bool,
-}
-
-/// One committed transaction.
-#[derive(Debug)]
-pub struct CommitRecord {
-    /// The process whose connection committed, e.g. `relay-1#2`.
-    pub process_id: String,
-    /// The attack, when the committing task was handling a hostile delivery.
-    pub hostile: Option<String>,
-    pub diffs: Vec<RowDiff>,
-}
-
-/// One answer a receiver gave.
-#[derive(Debug)]
-pub struct AnswerRecord {
-    pub process_id: String,
-    pub account: String,
-    pub event_id: String,
-    pub answer: Answer,
-    /// Who made the delivery.
-    pub origin: crate::world::Origin,
-    /// The receiver's clock, in seconds, when it answered.
-    pub receiver_now_s: i64,
-}
-
-/// Facts accumulated over the run, for invariants that need the past.
-#[derive(Debug, Default)]
-pub struct History {
-    /// Who committed each lease: `(operation key, lease token)` to process id.
-    pub lease_holders: BTreeMap<(String, i64), String>,
-    /// Every `(account, event_id)` whose receipt ever committed (purges do not erase this).
-    pub ever_received: BTreeSet<(String, String)>,
-    /// Orders refunded while still awaiting payment: `(tenant, order)`.
-    pub refunded_before_payment: BTreeSet<(String, String)>,
 }
 
 /// The business operation that paying `(tenant, order)` owes: one fulfillment, version 1.

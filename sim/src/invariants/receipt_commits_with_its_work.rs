@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use commitgap::provider::FulfillmentPayload;
 
 use super::{CommitRecord, Invariant, InvariantKind, Observation, fulfillment_of};
-use crate::config::{EventKind, Workload};
 use crate::system::{ObservedRow, OrderStatus};
 use crate::view::operation_of;
+use crate::workload::{EventKind, Workload};
 
 pub struct ReceiptCommitsWithItsWork;
 

@@ -1,0 +1,110 @@
+//! What the simulator observed while a run went on, for the invariants that judge it and the
+//! probes that count what it reached: what one step changed (commits, effects, answers, provider
+//! requests and replies) and the facts kept over the whole run (who held each lease, which events
+//! were ever received). Plain records, filled in by the world and read by everyone else; this
+//! module must not decide or check anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use commitgap::receiver::Answer;
+
+use crate::view::RowDiff;
+
+/// Who made a delivery, for the invariants that judge how it was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The sender, signing with the endpoint's secret at `timestamp_s` by its own clock.
+    Sender { timestamp_s: i64 },
+    /// An attacker or a misbehaving sender: `attack` names what is wrong with it.
+    Hostile { attack: String },
+}
+
+/// What one step changed.
+#[derive(Debug, Default)]
+pub struct StepRecord {
+    pub commits: Vec<CommitRecord>,
+    /// Indexes of effects the provider performed in this step.
+    pub new_effects: Vec<usize>,
+    /// Answers receivers gave in this step.
+    pub answers: Vec<AnswerRecord>,
+    /// Requests sent to the provider in this step.
+    pub requests: Vec<RequestRecord>,
+    /// Provider replies (or timeouts) received in this step.
+    pub replies: Vec<ReplyRecord>,
+}
+
+impl StepRecord {
+    pub fn is_empty(&self) -> bool {
+        self.commits.is_empty()
+            && self.new_effects.is_empty()
+            && self.answers.is_empty()
+            && self.requests.is_empty()
+            && self.replies.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.commits.clear();
+        self.new_effects.clear();
+        self.answers.clear();
+        self.requests.clear();
+        self.replies.clear();
+    }
+}
+
+/// One request a process sent to the provider.
+#[derive(Debug)]
+pub struct RequestRecord {
+    pub process_id: String,
+    pub key: String,
+    /// The body of a `Send`; `None` for a lookup.
+    pub payload: Option<String>,
+    /// Whether the caller's connection had a transaction open when it called.
+    pub in_transaction: bool,
+}
+
+/// One reply (or timeout) a process received from the provider.
+#[derive(Debug)]
+pub struct ReplyRecord {
+    pub process_id: String,
+    pub key: String,
+    /// The business operation of the request, when it was a readable `Send`.
+    pub operation: Option<String>,
+    /// The time by the receiving process's own clock.
+    pub process_now_ms: i64,
+    /// Whether a pause or a clock jump hit the caller while the call was in flight.
+    pub disturbed: bool,
+}
+
+/// One committed transaction.
+#[derive(Debug)]
+pub struct CommitRecord {
+    /// The process whose connection committed, e.g. `relay-1#2`.
+    pub process_id: String,
+    /// The attack, when the committing task was handling a hostile delivery.
+    pub hostile: Option<String>,
+    pub diffs: Vec<RowDiff>,
+}
+
+/// One answer a receiver gave.
+#[derive(Debug)]
+pub struct AnswerRecord {
+    pub process_id: String,
+    pub account: String,
+    pub event_id: String,
+    pub answer: Answer,
+    /// Who made the delivery.
+    pub origin: Origin,
+    /// The receiver's clock, in seconds, when it answered.
+    pub receiver_now_s: i64,
+}
+
+/// Facts accumulated over the run, for invariants that need the past.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Who committed each lease: `(operation key, lease token)` to process id.
+    pub lease_holders: BTreeMap<(String, i64), String>,
+    /// Every `(account, event_id)` whose receipt ever committed (purges do not erase this).
+    pub ever_received: BTreeSet<(String, String)>,
+    /// Orders refunded while still awaiting payment: `(tenant, order)`.
+    pub refunded_before_payment: BTreeSet<(String, String)>,
+}
