@@ -73,14 +73,27 @@ pub enum DbError {
     Busy,
     /// A constraint (unique, not null, check) rejected the statement.
     Constraint(String),
-    /// Anything else: a bug in the SQL, a type mismatch, an I/O error.
+    /// `SQLITE_FULL`: the disk, or the database's size limit, is full. Nothing was written; a
+    /// failed `COMMIT` may or may not have rolled the transaction back. Retry later.
+    Full,
+    /// `SQLITE_IOERR`: the operating system reported an I/O error. As for a full disk, a failed
+    /// `COMMIT` may or may not have rolled back. Retry later.
+    Io(String),
+    /// Anything else: a bug in the SQL, a type mismatch.
     Other(String),
 }
 
 impl DbError {
-    /// True when retrying the same work later may succeed.
+    /// True when the database is busy: retrying the same statement shortly may succeed.
     pub fn is_busy(&self) -> bool {
         matches!(self, DbError::Busy)
+    }
+
+    /// True when the failure came from outside the statement (a lock, a full disk, an I/O
+    /// error): the same work may succeed later, so the caller should roll back and retry rather
+    /// than give up.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DbError::Busy | DbError::Full | DbError::Io(_))
     }
 }
 
@@ -89,6 +102,8 @@ impl fmt::Display for DbError {
         match self {
             DbError::Busy => write!(f, "database is busy"),
             DbError::Constraint(message) => write!(f, "constraint failed: {message}"),
+            DbError::Full => write!(f, "database or disk is full"),
+            DbError::Io(message) => write!(f, "disk I/O error: {message}"),
             DbError::Other(message) => write!(f, "database error: {message}"),
         }
     }
@@ -102,6 +117,8 @@ impl From<rusqlite::Error> for DbError {
         match error.sqlite_error_code() {
             Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => DbError::Busy,
             Some(ErrorCode::ConstraintViolation) => DbError::Constraint(error.to_string()),
+            Some(ErrorCode::DiskFull) => DbError::Full,
+            Some(ErrorCode::SystemIoFailure) => DbError::Io(error.to_string()),
             _ => DbError::Other(error.to_string()),
         }
     }

@@ -345,7 +345,7 @@ pub fn replay_bare(recorded: &RecordedSql, set_up: &SetUp<'_>) -> Result<BareRep
                     if replayed != statement.result {
                         differences.push(format!(
                             "operation {index} ({}) returned {replayed:?} in the replay and {:?} in the run",
-                            crate::sim_env::sql_summary(&statement.sql),
+                            crate::sql::Statement::remembered(&statement.sql).label(),
                             statement.result
                         ));
                     }

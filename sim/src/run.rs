@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::SimConfig;
 use crate::coverage::Situation;
 use crate::db::{Backend, Database};
-use crate::faults::{self, Attack, FaultAction, FaultModel, ProcessRole};
+use crate::decision::{Decision, DecisionKind};
+use crate::faults::{self, Attack, FaultModel, PointAction, ProcessRole, StatementFailure, TimerAction};
 use crate::invariants::{self, CommitRecord, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
@@ -438,9 +439,7 @@ impl Simulation {
         for index in 0..world.faults.len() {
             let actions = world.faults[index].start(0);
             for action in actions {
-                if let FaultAction::WakeAt { at_ms } = action {
-                    world.schedule_event(at_ms, WorldEvent::FaultTimer { fault: index });
-                }
+                world.schedule_fault_action(index, action);
             }
         }
         Ok(())
@@ -471,8 +470,11 @@ impl Simulation {
     pub(crate) fn heal(&mut self) {
         let mut world = self.world.borrow_mut();
         world.healed = true;
-        for fault in world.faults.iter_mut() {
-            fault.heal();
+        let now_ms = world.now_ms;
+        for index in 0..world.faults.len() {
+            for action in world.faults[index].heal(now_ms) {
+                world.schedule_fault_action(index, action);
+            }
         }
         // Setting a clock right is a clock jump too, for every task that read the wrong time.
         let skewed: Vec<usize> = (0..world.processes.len())
@@ -591,7 +593,7 @@ impl Simulation {
                     WorldEvent::SendAnswer { process, .. } | WorldEvent::Restart { process } => {
                         actor.push_str(&world.processes[*process].id);
                     }
-                    WorldEvent::FaultTimer { fault } => {
+                    WorldEvent::FaultTimer { fault } | WorldEvent::FaultActs { fault, .. } => {
                         actor.push_str("fault:");
                         actor.push_str(world.faults[*fault].name());
                     }
@@ -624,7 +626,7 @@ impl Simulation {
             world.line.clear();
             world.processes[process].id.clone()
         };
-        self.crash(process, restart_after_ms);
+        self.crash(process, restart_after_ms, "crash");
         self.finish_step(&actor)
     }
 
@@ -637,73 +639,112 @@ impl Simulation {
                 return Ok(false);
             };
             world
-                .fault_at_scheduling_point(process, op)
-                .map(|(fault, action)| (process, fault, action))
+                .fault_at_scheduling_point(process, &op)
+                .map(|(fault, action)| (process, op, fault, action))
         };
-        let Some((process, fault, action)) = decision else {
+        let Some((process, op, fault, action)) = decision else {
             return Ok(false);
         };
         let fault = fault.as_str();
         match (action, item) {
-            (FaultAction::Crash { restart_after_ms }, _) => {
+            (PointAction::Crash { restart_after_ms }, _) => {
                 if let Item::Event(event) = item {
                     // The crash takes the answer that was about to be written with it.
                     self.world.borrow_mut().take_event(event);
                 }
-                self.crash(process, restart_after_ms);
+                self.crash(process, restart_after_ms, fault);
                 Ok(true)
             }
-            (FaultAction::Pause { duration_ms }, Item::Task(task)) => {
-                let mut world = self.world.borrow_mut();
-                let duration_ms = match world.stall_room_ms(task) {
-                    Some(0) => return Ok(false),
-                    Some(room_ms) => duration_ms.min(room_ms),
-                    None => duration_ms,
-                };
-                world.pause_task(task, duration_ms);
-                let what = format!(
-                    "{} pauses for {}",
-                    world.processes[process].id,
-                    World::duration(duration_ms)
-                );
-                world.note(&what);
-                world.record_fault(fault, &what);
-                Ok(true)
+            (PointAction::Pause { duration_ms }, Item::Task(task)) => {
+                Ok(self.pause(process, task, duration_ms, fault))
             }
-            (FaultAction::Busy, Item::Task(task)) => {
-                let mut world = self.world.borrow_mut();
-                world
-                    .tasks
-                    .get_mut(&task)
-                    .expect("a ready task is registered")
-                    .inject_busy = true;
-                let what = format!("SQLITE_BUSY injected into {}", world.processes[process].id);
-                world.record_fault(fault, &what);
-                Ok(false)
-            }
-            (FaultAction::ClockJump { offset_ms }, _) => {
-                let mut world = self.world.borrow_mut();
-                world.processes[process].clock_offset_ms = offset_ms;
-                if let Item::Task(task) = item {
-                    world
-                        .tasks
-                        .get_mut(&task)
-                        .expect("a ready task is registered")
-                        .disturbed = true;
+            (PointAction::FailStatement { failure, rolled_back }, Item::Task(task)) => {
+                // Only a statement can fail; a decision for anything else (an edited schedule's)
+                // no longer applies.
+                if op.statement().is_some() {
+                    self.fail_next_statement(process, task, failure, rolled_back, fault);
                 }
-                let what = format!(
-                    "{} clock set {offset_ms:+} ms from true time",
-                    world.processes[process].id
-                );
-                world.note(&what);
-                world.record_fault(fault, &what);
                 Ok(false)
             }
-            _ => Ok(false),
+            (PointAction::ClockJump { offset_ms }, _) => {
+                self.jump_clock(process, item, offset_ms, fault);
+                Ok(false)
+            }
+            // An answer on the wire belongs to no task: it can be lost with a crash, but not
+            // paused, and it runs no statement.
+            (PointAction::Pause { .. } | PointAction::FailStatement { .. }, Item::Event(_)) => Ok(false),
         }
     }
 
-    pub(crate) fn crash(&mut self, process: usize, restart_after_ms: i64) {
+    /// Holds `task` of `process` for `duration_ms` (within what its stall allowance leaves).
+    /// Returns whether it was held.
+    fn pause(&mut self, process: usize, task: TaskId, duration_ms: i64, fault: &str) -> bool {
+        let mut world = self.world.borrow_mut();
+        let duration_ms = match world.stall_room_ms(task) {
+            Some(0) => return false,
+            Some(room_ms) => duration_ms.min(room_ms),
+            None => duration_ms,
+        };
+        world.pause_task(task, duration_ms);
+        let what = format!(
+            "{} pauses for {}",
+            world.processes[process].id,
+            World::duration(duration_ms)
+        );
+        world.note(&what);
+        world.record_fault(fault, &what);
+        true
+    }
+
+    /// Makes the statement `task` is about to run fail with `failure`.
+    fn fail_next_statement(
+        &mut self,
+        process: usize,
+        task: TaskId,
+        failure: StatementFailure,
+        rolled_back: bool,
+        fault: &str,
+    ) {
+        let mut world = self.world.borrow_mut();
+        world
+            .tasks
+            .get_mut(&task)
+            .expect("a ready task is registered")
+            .inject_failure = Some((failure, rolled_back));
+        let what = format!(
+            "{} injected into {}{}",
+            failure.error(),
+            world.processes[process].id,
+            if rolled_back {
+                ", transaction rolled back"
+            } else {
+                ""
+            }
+        );
+        world.record_fault(fault, &what);
+    }
+
+    /// Sets the clock of `process` `offset_ms` from true time.
+    fn jump_clock(&mut self, process: usize, item: Item, offset_ms: i64, fault: &str) {
+        let mut world = self.world.borrow_mut();
+        world.processes[process].clock_offset_ms = offset_ms;
+        if let Item::Task(task) = item {
+            world
+                .tasks
+                .get_mut(&task)
+                .expect("a ready task is registered")
+                .disturbed = true;
+        }
+        let what = format!(
+            "{} clock set {offset_ms:+} ms from true time",
+            world.processes[process].id
+        );
+        world.note(&what);
+        world.record_fault(fault, &what);
+    }
+
+    /// Crashes `process`, as fault model `fault` (or a scenario) decided.
+    pub(crate) fn crash(&mut self, process: usize, restart_after_ms: i64, fault: &str) {
         let tasks = {
             let mut world = self.world.borrow_mut();
             let process_id = world.processes[process].id.clone();
@@ -719,7 +760,7 @@ impl Simulation {
                 World::duration(restart_at_ms - world.now_ms)
             );
             world.note(&what);
-            world.record_fault("crash", &what);
+            world.record_fault(fault, &what);
             tasks
         };
         for task in tasks {
@@ -1009,6 +1050,7 @@ impl Simulation {
                 }
                 Ok(())
             }
+            WorldEvent::FaultActs { fault, action } => self.apply_timer_action(fault, action),
             WorldEvent::ProviderActs { request } => {
                 self.world.borrow_mut().provider_acts(&request);
                 Ok(())
@@ -1045,15 +1087,15 @@ impl Simulation {
         }
     }
 
-    fn apply_timer_action(&mut self, fault: usize, action: FaultAction) -> Result<(), String> {
+    fn apply_timer_action(&mut self, fault: usize, action: TimerAction) -> Result<(), String> {
         match action {
-            FaultAction::WakeAt { at_ms } => {
+            TimerAction::WakeAt { at_ms } => {
                 self.world
                     .borrow_mut()
                     .schedule_event(at_ms, WorldEvent::FaultTimer { fault });
                 Ok(())
             }
-            FaultAction::PurgeReceipts { older_than_ms } => {
+            TimerAction::PurgeReceipts { older_than_ms } => {
                 let purger = {
                     let mut world = self.world.borrow_mut();
                     let name = world.faults[fault].name();
@@ -1077,8 +1119,8 @@ impl Simulation {
                 })?;
                 Ok(())
             }
-            FaultAction::Attack { attack, target } => self.attack(fault, attack, target),
-            FaultAction::SenderClock { offset_ms } => {
+            TimerAction::Attack { attack, target } => self.attack(fault, attack, target),
+            TimerAction::SenderClock { offset_ms } => {
                 let mut world = self.world.borrow_mut();
                 world.sender_clock_offset_ms = offset_ms;
                 let name = world.faults[fault].name();
@@ -1087,7 +1129,6 @@ impl Simulation {
                 world.record_fault(name, &what);
                 Ok(())
             }
-            _ => Ok(()),
         }
     }
 
@@ -1102,23 +1143,26 @@ impl Simulation {
                 .collect();
             let drawn = (!attempted.is_empty()).then(|| {
                 let stream = attempted[(target % attempted.len() as u64) as usize];
-                format!("{} {}", attack.name(), world.stream_name(stream))
+                Decision::Attack {
+                    attack,
+                    stream: world.stream_name(stream),
+                }
             });
-            world.choose("attack", |_| drawn)
+            world.choose(DecisionKind::Attack, |_| drawn)
         };
-        let Some(value) = chosen else {
+        let Some(Decision::Attack {
+            attack,
+            stream: stream_name,
+        }) = chosen
+        else {
             return Ok(());
         };
-        let parsed = value.split_once(' ').and_then(|(name, stream_name)| {
-            let attack = Attack::from_name(name)?;
-            let world = self.world.borrow();
-            let stream = world.stream_named(stream_name)?;
-            Some((attack, stream))
-        });
-        let Some((attack, stream)) = parsed else {
-            self.world
-                .borrow_mut()
-                .note(&format!("attack `{value}` names nothing in this run; skipped"));
+        let found = self.world.borrow().stream_named(&stream_name);
+        let Some(stream) = found else {
+            self.world.borrow_mut().note(&format!(
+                "attack `{} {stream_name}` names nothing in this run; skipped",
+                attack.name()
+            ));
             return Ok(());
         };
         let (genuine, account, event_id, _) = self.webhook_made_for(stream, attack.keeps_genuine_signature());

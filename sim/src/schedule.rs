@@ -22,103 +22,62 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::decision::{Decision, DecisionKind};
 use crate::system::Fixtures;
 use crate::workload::EventSpec;
 
-/// One choice made during a step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Choice {
-    /// What was chosen: `fault`, `deliver` (a receiver's name, or `lost`), `lose-answer`,
-    /// `lose-reply`, `copies`, `latency`, `provider-latency`, `provider`, `forget`, `attack`
-    /// (what is wrong with a hostile request and which delivery it copies).
-    pub kind: String,
-    /// The value, if the kind takes one.
-    pub value: String,
-}
-
-/// One step: the item that ran and the choices made while it ran.
+/// One step: the item that ran and the decisions made while it ran.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StepLine {
-    /// The ready item's label, as [`crate::world::World::item_label`] gives it.
+    /// The ready item's label, as the world labels ready items (its actor and what it was about
+    /// to do).
     pub run: String,
-    pub choices: Vec<Choice>,
+    pub decisions: Vec<Decision>,
+    /// Parts of the line that are not decisions this build reads, with why; a run reports them
+    /// and takes the default for what they meant to decide.
+    pub unreadable: Vec<String>,
 }
 
 impl fmt::Display for StepLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.run)?;
-        for choice in &self.choices {
-            write!(f, " | {}", choice.kind)?;
-            if !choice.value.is_empty() {
-                write!(f, " {}", choice.value)?;
-            }
+        for decision in &self.decisions {
+            write!(f, " | {decision}")?;
         }
         Ok(())
     }
 }
 
 impl StepLine {
-    /// Parses a line written by `Display`. Empty parts are ignored, so trailing `|` is harmless.
+    /// Parses a line written by `Display`. Empty parts are ignored, so trailing `|` is harmless;
+    /// a part that is not a decision is kept in [`StepLine::unreadable`].
     pub fn parse(line: &str) -> StepLine {
         let mut parts = line.split('|').map(str::trim);
         let run = parts.next().unwrap_or("").to_owned();
-        let choices = parts
-            .filter(|part| !part.is_empty())
-            .map(|part| {
-                let (kind, value) = part.split_once(' ').unwrap_or((part, ""));
-                Choice {
-                    kind: kind.to_owned(),
-                    value: value.trim().to_owned(),
-                }
-            })
-            .collect();
-        StepLine { run, choices }
+        let mut step = StepLine {
+            run,
+            ..StepLine::default()
+        };
+        for part in parts.filter(|part| !part.is_empty()) {
+            let (kind, value) = part.split_once(' ').unwrap_or((part, ""));
+            let decision = DecisionKind::from_name(kind)
+                .ok_or_else(|| format!("{kind:?} is not a kind of decision"))
+                .and_then(|kind| Decision::parse(kind, value));
+            match decision {
+                Ok(decision) => step.decisions.push(decision),
+                Err(why) => step.unreadable.push(format!("`{part}`: {why}")),
+            }
+        }
+        step
     }
 
-    /// Whether the line records any fault (as opposed to ordinary latency and routing).
+    /// How many of the line's decisions inject a fault.
     pub fn fault_count(&self) -> usize {
-        self.choices
+        self.decisions
             .iter()
-            .filter(|choice| is_fault_kind(&choice.kind, &choice.value))
+            .filter(|decision| decision.is_fault())
             .count()
     }
-}
-
-/// Whether a choice injects a fault rather than ordinary latency or routing.
-pub fn is_fault_kind(kind: &str, value: &str) -> bool {
-    match kind {
-        "fault" | "lose-answer" | "lose-reply" | "copies" | "forget" | "attack" => true,
-        "deliver" => value == "lost",
-        // Provider conditions that are the provider's contract (sticky errors, lenient
-        // mismatches, locks) are not faults on their own; a failure or slowness is.
-        "provider" => value
-            .split(',')
-            .any(|flag| flag == "fail" || flag.starts_with("slow=")),
-        _ => false,
-    }
-}
-
-/// A short name for a fault choice, for a schedule's shape: the fault model for `fault`,
-/// `request-lost` for a delivery lost on the way in, `provider-fail` or `provider-slow` for the
-/// provider, the kind otherwise. `None` for a choice that is not a fault.
-pub fn fault_label(choice: &Choice) -> Option<String> {
-    if !is_fault_kind(&choice.kind, &choice.value) {
-        return None;
-    }
-    Some(match choice.kind.as_str() {
-        "fault" => choice
-            .value
-            .split_whitespace()
-            .next()
-            .unwrap_or("fault")
-            .to_owned(),
-        "deliver" => "request-lost".to_owned(),
-        // The kind of attack is the story; which delivery it copied is not.
-        "attack" => format!("attack:{}", choice.value.split_whitespace().next().unwrap_or("")),
-        "provider" if choice.value.split(',').any(|flag| flag == "fail") => "provider-fail".to_owned(),
-        "provider" => "provider-slow".to_owned(),
-        kind => kind.to_owned(),
-    })
 }
 
 /// A whole run written down: fixtures, workload and one line per step.
@@ -236,11 +195,18 @@ impl Schedule {
             limits::SCHEDULE_STEPS_MAX,
         )?;
         for (index, line) in self.steps.iter().enumerate() {
-            for choice in StepLine::parse(line).choices {
-                check_choice(&choice, config).map_err(|error| {
+            let step = StepLine::parse(line);
+            if let Some(unreadable) = step.unreadable.first() {
+                return Err(format!(
+                    "steps[{index}]: {}",
+                    crate::files::clip_quoted(unreadable, 80)
+                ));
+            }
+            for decision in &step.decisions {
+                decision.check(config).map_err(|error| {
                     format!(
-                        "steps[{index}]: choice `{}`: {error}",
-                        crate::files::clip(&format!("{} {}", choice.kind, choice.value), 80)
+                        "steps[{index}]: decision `{}`: {error}",
+                        crate::files::clip(&decision.to_string(), 80)
                     )
                 })?;
             }
@@ -314,8 +280,8 @@ impl Schedule {
             .collect();
         let mut faults: Vec<String> = Vec::new();
         for line in &self.steps {
-            for choice in StepLine::parse(line).choices {
-                if let Some(label) = fault_label(&choice)
+            for decision in StepLine::parse(line).decisions {
+                if let Some(label) = decision.fault_label()
                     && faults.last() != Some(&label)
                 {
                     faults.push(label);
@@ -325,63 +291,6 @@ impl Schedule {
         format!("events {}; faults {}", or_none(&events), or_none(&faults))
     }
 }
-
-/// Checks the numbers a choice carries: durations within a year (times within a few), and copies
-/// within what a fault model may add. A value this build cannot read is left to the run, which
-/// takes the default for it, as for any choice that no longer applies.
-fn check_choice(choice: &Choice, config: &crate::config::SimConfig) -> Result<(), String> {
-    use crate::limits::{DURATION_MS_MAX, check};
-    let number = |text: &str| text.trim().parse::<i64>().ok();
-    match choice.kind.as_str() {
-        "copies" => {
-            if let Some(copies) = number(&choice.value) {
-                check("copies", copies, 0, COPIES_IN_A_CHOICE_MAX)?;
-            }
-        }
-        "latency" | "provider-latency" => {
-            if let Some(latency_ms) = number(&choice.value) {
-                check("milliseconds", latency_ms, 0, DURATION_MS_MAX)?;
-            }
-        }
-        "forget" => {
-            if let Some(at_ms) = number(&choice.value) {
-                check("time in milliseconds", at_ms, 0, 4 * DURATION_MS_MAX)?;
-            }
-        }
-        "fault" => {
-            let words: Vec<&str> = choice.value.split_whitespace().collect();
-            if let [_, action, amount] = words[..]
-                && let Some(amount) = number(amount)
-            {
-                let skew_ms_max = config.relay.clock_skew_ms_max;
-                let (field, low, high) = match action {
-                    "pause" => ("pause in milliseconds", 1, DURATION_MS_MAX),
-                    "clock" => (
-                        "clock offset in milliseconds (within relay.clock_skew_ms_max)",
-                        -skew_ms_max,
-                        skew_ms_max,
-                    ),
-                    _ => ("milliseconds", 0, DURATION_MS_MAX),
-                };
-                check(field, amount, low, high)?;
-            }
-        }
-        "provider" => {
-            for flag in choice.value.split(',') {
-                if let Some((name, amount)) = flag.split_once('=')
-                    && let Some(amount) = number(amount)
-                {
-                    check(name.trim(), amount, 0, DURATION_MS_MAX)?;
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-/// The most copies one `copies` choice may send at once: more than any fault model draws.
-const COPIES_IN_A_CHOICE_MAX: i64 = 16;
 
 fn or_none(items: &[String]) -> String {
     if items.is_empty() {
@@ -433,7 +342,7 @@ impl Decider {
         }
     }
 
-    /// Whether choices come from a schedule rather than the seeded streams.
+    /// Whether decisions come from a schedule rather than the seeded streams.
     pub fn is_scheduled(&self) -> bool {
         matches!(self, Decider::Scheduled { .. })
     }
@@ -480,49 +389,48 @@ impl Decider {
     /// Starts writing down a step whose item has `label`.
     pub fn begin_step(&mut self, label: String) {
         match self {
-            Decider::Seeded { record: true, steps } => steps.push(StepLine {
-                run: label,
-                choices: Vec::new(),
-            }),
-            Decider::Scheduled { steps, .. } => steps.push(StepLine {
-                run: label,
-                choices: Vec::new(),
-            }),
+            Decider::Seeded { record: true, steps } | Decider::Scheduled { steps, .. } => {
+                steps.push(StepLine {
+                    run: label,
+                    ..StepLine::default()
+                });
+            }
             Decider::Seeded { record: false, .. } => {}
         }
     }
 
-    /// In a scheduled run, takes the current step's first choice of `kind`, if it has one.
-    pub fn take_scheduled(&mut self, kind: &str) -> Option<String> {
+    /// In a scheduled run, takes the current step's first decision of `kind`, if it has one.
+    pub fn take_scheduled(&mut self, kind: DecisionKind) -> Option<Decision> {
         let Decider::Scheduled { current, .. } = self else {
             return None;
         };
-        let position = current.choices.iter().position(|choice| choice.kind == kind)?;
-        Some(current.choices.remove(position).value)
+        let position = current
+            .decisions
+            .iter()
+            .position(|decision| decision.kind() == kind)?;
+        Some(current.decisions.remove(position))
     }
 
-    /// Writes down a choice of the current step.
-    pub fn note(&mut self, kind: &str, value: &str) {
+    /// Writes down a decision of the current step.
+    pub fn note(&mut self, decision: &Decision) {
         let steps = match self {
             Decider::Seeded { record: true, steps } | Decider::Scheduled { steps, .. } => steps,
             Decider::Seeded { record: false, .. } => return,
         };
         if let Some(step) = steps.last_mut() {
-            step.choices.push(Choice {
-                kind: kind.to_owned(),
-                value: value.to_owned(),
-            });
+            step.decisions.push(decision.clone());
         }
     }
 
-    /// Reports the choices of the step that just ended that nothing asked for.
+    /// Reports the decisions of the step that just ended that nothing asked for, and the parts
+    /// of its line that could not be read.
     pub fn end_step(&mut self, step: u64) {
         if let Decider::Scheduled { current, report, .. } = self {
-            for choice in current.choices.drain(..) {
-                report.push(format!(
-                    "step {step}: choice `{} {}` no longer applies",
-                    choice.kind, choice.value
-                ));
+            for decision in current.decisions.drain(..) {
+                report.push(format!("step {step}: decision `{decision}` no longer applies"));
+            }
+            for unreadable in current.unreadable.drain(..) {
+                report.push(format!("step {step}: skipped {unreadable}"));
             }
         }
     }
@@ -554,7 +462,7 @@ mod tests {
     fn step_lines_round_trip_and_tolerate_edits() {
         let line = StepLine::parse("relay-1#1 call | provider-latency 35 | lose-reply");
         assert_eq!(line.run, "relay-1#1 call");
-        assert_eq!(line.choices.len(), 2);
+        assert_eq!(line.decisions.len(), 2);
         assert_eq!(
             line.to_string(),
             "relay-1#1 call | provider-latency 35 | lose-reply"
@@ -562,14 +470,12 @@ mod tests {
         assert_eq!(line.fault_count(), 1);
         let edited = StepLine::parse("  sender emit acct-a/evt-1 |  | copies 2 |");
         assert_eq!(edited.run, "sender emit acct-a/evt-1");
-        assert_eq!(
-            edited.choices,
-            vec![Choice {
-                kind: "copies".into(),
-                value: "2".into()
-            }]
-        );
+        assert_eq!(edited.decisions, vec![Decision::Copies(2)]);
         assert_eq!(StepLine::parse("").run, "");
+        let typo = StepLine::parse("a | copiez 2 | lose-answer");
+        assert_eq!(typo.decisions, vec![Decision::LoseAnswer]);
+        assert_eq!(typo.unreadable.len(), 1);
+        assert!(typo.unreadable[0].contains("copiez"), "{:?}", typo.unreadable);
     }
 
     #[test]
@@ -585,8 +491,13 @@ mod tests {
             Some(1),
             "a is skipped, b matches"
         );
-        assert_eq!(decider.take_scheduled("fault").as_deref(), Some("crash crash 5"));
-        assert_eq!(decider.take_scheduled("fault"), None);
+        assert_eq!(
+            decider
+                .take_scheduled(DecisionKind::Fault)
+                .map(|decision| decision.value()),
+            Some("crash crash 5".to_owned())
+        );
+        assert_eq!(decider.take_scheduled(DecisionKind::Fault), None);
         assert_eq!(
             decider.pick_scheduled(&["y".to_owned()], 2),
             None,
@@ -596,13 +507,5 @@ mod tests {
         assert_eq!(report.len(), 2, "{report:?}");
         assert!(report[0].contains("skipped `a`"));
         assert!(report[1].contains("`c` was never reached"));
-    }
-
-    #[test]
-    fn provider_contract_flags_are_not_faults() {
-        assert!(!is_fault_kind("provider", "sticky,lock=3000"));
-        assert!(is_fault_kind("provider", "sticky,fail"));
-        assert!(is_fault_kind("provider", "slow=45000"));
-        assert!(!is_fault_kind("latency", "5"));
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::config::SimConfig;
 use crate::run::{Failure, RunOptions, RunOutcome, run_seed};
-use crate::schedule::{DEFAULT_LOOKAHEAD, Schedule, StepLine, is_fault_kind};
+use crate::schedule::{DEFAULT_LOOKAHEAD, Schedule, StepLine};
 use crate::sweep::StopFlag;
 use crate::system::System;
 
@@ -396,9 +396,7 @@ impl Shrinker<'_> {
             let mut schedule = self.best.schedule.clone();
             for line in &mut schedule.steps {
                 let mut parsed = StepLine::parse(line);
-                parsed
-                    .choices
-                    .retain(|choice| !is_fault_kind(&choice.kind, &choice.value));
+                parsed.decisions.retain(|decision| !decision.is_fault());
                 *line = parsed.to_string();
             }
             self.try_candidate(self.best.config.clone(), schedule);
@@ -415,12 +413,12 @@ impl Shrinker<'_> {
             else {
                 continue;
             };
-            let faults: Vec<usize> = (0..parsed.choices.len())
-                .filter(|&index| is_fault_kind(&parsed.choices[index].kind, &parsed.choices[index].value))
+            let faults: Vec<usize> = (0..parsed.decisions.len())
+                .filter(|&index| parsed.decisions[index].is_fault())
                 .collect();
-            for &choice in faults.iter().rev() {
+            for &decision in faults.iter().rev() {
                 let mut edited = parsed.clone();
-                edited.choices.remove(choice);
+                edited.decisions.remove(decision);
                 let mut schedule = self.best.schedule.clone();
                 schedule.steps[line] = edited.to_string();
                 if self.try_candidate(self.best.config.clone(), schedule) {

@@ -18,6 +18,7 @@ use commitgap::provider::{CallError, ProviderCall, ProviderReply};
 
 use crate::db::StatementOutput;
 use crate::faults::PendingOp;
+use crate::sql::Statement;
 use crate::world::{Park, TaskId, World};
 
 /// The environment of one simulated task.
@@ -83,41 +84,9 @@ struct SchedulingPoint<'a> {
 enum Detail<'a> {
     None,
     /// A statement: the label carries its verb and table.
-    Sql(&'a str),
+    Sql(&'a Statement),
     /// A provider call or its reply: the label carries the idempotency key.
     Key(&'a str),
-}
-
-/// `UPDATE outbox`, `INSERT receipts`, `SELECT orders`, `BEGIN`: a statement's verb and the
-/// first table it names, which survive edits to its columns and parameters.
-pub fn sql_summary(sql: &str) -> String {
-    let words: Vec<&str> = sql.split_whitespace().take(64).collect();
-    let Some(verb) = words.first() else {
-        return String::new();
-    };
-    let verb = verb.to_ascii_uppercase();
-    let after = |keyword: &str| {
-        words
-            .iter()
-            .position(|word| word.eq_ignore_ascii_case(keyword))
-            .and_then(|index| words.get(index + 1))
-    };
-    let table = match verb.as_str() {
-        "SELECT" | "DELETE" => after("FROM"),
-        "INSERT" | "REPLACE" => after("INTO"),
-        "UPDATE" => words.get(1),
-        _ => None,
-    };
-    match table {
-        Some(table) => {
-            let table: String = table
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            format!("{verb} {table}")
-        }
-        None => verb,
-    }
 }
 
 impl Future for SchedulingPoint<'_> {
@@ -137,7 +106,7 @@ impl Future for SchedulingPoint<'_> {
                 if labelled {
                     state.pending_detail = match detail {
                         Detail::None => String::new(),
-                        Detail::Sql(sql) => sql_summary(sql),
+                        Detail::Sql(statement) => statement.label(),
                         Detail::Key(key) => key.to_owned(),
                     };
                 }
@@ -166,8 +135,13 @@ impl Env for SimEnv {
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
         Box::pin(async move {
             self.announce(sql);
-            self.scheduling_point_about(Park::Now, PendingOp::of_sql(sql), Detail::Sql(sql))
-                .await;
+            let statement = Statement::remembered(sql);
+            self.scheduling_point_about(
+                Park::Now,
+                PendingOp::Sql(Rc::clone(&statement)),
+                Detail::Sql(&statement),
+            )
+            .await;
             self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, false)? {
                 StatementOutput::Changed(count) => Ok(count),
@@ -183,8 +157,13 @@ impl Env for SimEnv {
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
         Box::pin(async move {
             self.announce(sql);
-            self.scheduling_point_about(Park::Now, PendingOp::of_sql(sql), Detail::Sql(sql))
-                .await;
+            let statement = Statement::remembered(sql);
+            self.scheduling_point_about(
+                Park::Now,
+                PendingOp::Sql(Rc::clone(&statement)),
+                Detail::Sql(&statement),
+            )
+            .await;
             self.unannounce();
             match self.world.borrow_mut().statement(self.task, sql, params, true)? {
                 StatementOutput::Rows(rows) => Ok(rows),

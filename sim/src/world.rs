@@ -18,7 +18,10 @@ use commitgap::receiver::Answer;
 use crate::config::SimConfig;
 use crate::coverage::{Probes, Situation};
 use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
-use crate::faults::{self, FaultAction, FaultModel, PendingOp, ProcessRole};
+use crate::decision::{Decision, DecisionKind, Destination};
+use crate::faults::{
+    self, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, StatementFailure,
+};
 use crate::provider::{ProviderModel, Quirk};
 pub use crate::record::Origin;
 use crate::record::{AnswerRecord, History, ReplyRecord, RequestRecord, StepRecord};
@@ -158,8 +161,9 @@ pub struct TaskState {
     /// of the provider call. Kept only while schedules are written down.
     pub pending_detail: String,
     pub reply: Option<Result<ProviderReply, CallError>>,
-    /// The next statement fails with `SQLITE_BUSY` without running (a fault's decision).
-    pub inject_busy: bool,
+    /// The next statement fails this way without running (a fault's decision), and a failed
+    /// `COMMIT` rolls back when the flag says so.
+    pub inject_failure: Option<(StatementFailure, bool)>,
     /// A pause or clock jump hit the task while its current provider call was in flight.
     pub disturbed: bool,
     /// How long faults have paused the task since it last ran: pauses at one scheduling point
@@ -193,6 +197,11 @@ pub enum WorldEvent {
     Restart { process: usize },
     /// A fault model asked to be woken.
     FaultTimer { fault: usize },
+    /// A fault model asked for an action when the run started or at heal.
+    FaultActs {
+        fault: usize,
+        action: crate::faults::TimerAction,
+    },
     /// A slow provider finishes processing a request and acts.
     ProviderActs { request: ProviderRequest },
     /// After heal, the operator requeues dead obligations.
@@ -407,7 +416,7 @@ impl World {
             Item::Task(task) => {
                 let state = &self.tasks[&task];
                 let op = match state.pending {
-                    PendingOp::Begin | PendingOp::Commit | PendingOp::Statement => "sql",
+                    PendingOp::Sql(_) => "sql",
                     PendingOp::ProviderCall => "call",
                     PendingOp::ProviderReply => "reply",
                     PendingOp::Wake => "wake",
@@ -451,7 +460,9 @@ impl World {
                     format!("sender answer {}", self.stream_name(delivery.stream))
                 }
                 WorldEvent::Restart { process } => format!("{} restart", self.processes[*process].name),
-                WorldEvent::FaultTimer { fault } => format!("fault:{}", self.faults[*fault].name()),
+                WorldEvent::FaultTimer { fault } | WorldEvent::FaultActs { fault, .. } => {
+                    format!("fault:{}", self.faults[*fault].name())
+                }
                 WorldEvent::ProviderActs { request } => {
                     format!("provider acts {}", request.idempotency_key())
                 }
@@ -493,18 +504,24 @@ impl World {
         format!("{}~{}", self.event_name(record.event), record.subscription)
     }
 
-    /// Makes one choice of `kind`: from the current step's schedule line in a scheduled run,
-    /// otherwise with `draw`. `None` is the default (no fault), which is not written down.
-    pub fn choose(&mut self, kind: &str, draw: impl FnOnce(&mut World) -> Option<String>) -> Option<String> {
-        let value = if self.decider.is_scheduled() {
+    /// Makes one decision of `kind`: from the current step's schedule line in a scheduled run,
+    /// otherwise with `draw`. `None` is the default (no fault, the first receiver, the shortest
+    /// latency), which is not written down.
+    pub fn choose(
+        &mut self,
+        kind: DecisionKind,
+        draw: impl FnOnce(&mut World) -> Option<Decision>,
+    ) -> Option<Decision> {
+        let decision = if self.decider.is_scheduled() {
             self.decider.take_scheduled(kind)
         } else {
             draw(self)
         };
-        if let Some(value) = &value {
-            self.decider.note(kind, value);
+        debug_assert!(decision.as_ref().is_none_or(|decision| decision.kind() == kind));
+        if let Some(decision) = &decision {
+            self.decider.note(decision);
         }
-        value
+        decision
     }
 
     fn release_due_timers(&mut self) {
@@ -557,6 +574,22 @@ impl World {
         self.schedule(Item::Event(id), at_ms);
     }
 
+    /// Carries out an action a fault model asked for outside a timer it set: a wake-up is a
+    /// timer, anything else happens as a step of its own, now.
+    pub fn schedule_fault_action(&mut self, fault: usize, action: crate::faults::TimerAction) {
+        match action {
+            crate::faults::TimerAction::WakeAt { at_ms } => {
+                self.schedule_event(at_ms, WorldEvent::FaultTimer { fault });
+            }
+            crate::faults::TimerAction::PurgeReceipts { .. }
+            | crate::faults::TimerAction::Attack { .. }
+            | crate::faults::TimerAction::SenderClock { .. } => {
+                let now_ms = self.now_ms;
+                self.schedule_event(now_ms, WorldEvent::FaultActs { fault, action });
+            }
+        }
+    }
+
     /// Takes `item` off the ready queue, if it is there (scenarios pick items themselves).
     pub fn take_ready(&mut self, item: Item) -> bool {
         self.release_due_timers();
@@ -598,10 +631,12 @@ impl World {
                 kind,
                 connection: None,
                 park: None,
-                pending: PendingOp::Statement,
+                // Replaced before anything reads it: a new task runs to its first scheduling point
+                // at once, within the step that spawned it.
+                pending: PendingOp::Wake,
                 pending_detail: String::new(),
                 reply: None,
-                inject_busy: false,
+                inject_failure: None,
                 disturbed: false,
                 stalled_ms: 0,
                 call: None,
@@ -673,7 +708,10 @@ impl World {
     /// a process.
     pub fn target_of(&self, item: Item) -> Option<(usize, PendingOp)> {
         match item {
-            Item::Task(task) => self.tasks.get(&task).map(|state| (state.process, state.pending)),
+            Item::Task(task) => self
+                .tasks
+                .get(&task)
+                .map(|state| (state.process, state.pending.clone())),
             Item::Event(event) => match self.events.get(&event) {
                 Some(WorldEvent::SendAnswer { process, .. }) => Some((*process, PendingOp::Answer)),
                 _ => None,
@@ -741,10 +779,14 @@ impl World {
     ) -> Result<StatementOutput, DbError> {
         let connection = self.task_connection(task)?;
         let state = self.tasks.get_mut(&task).expect("a running task is registered");
-        if std::mem::take(&mut state.inject_busy) {
-            // SQLite leaves a transaction open when COMMIT fails with SQLITE_BUSY; not running the
-            // statement at all reproduces exactly that.
-            let result = Err(DbError::Busy);
+        if let Some((failure, rolled_back)) = state.inject_failure.take() {
+            // Not running the statement at all is what a failure before SQLite touched the file
+            // looks like: the transaction stays open, as SQLite leaves it for SQLITE_BUSY and may
+            // for a full disk or an I/O error; when SQLite rolls it back instead, it goes.
+            if rolled_back && self.db.in_transaction(connection) {
+                self.db.roll_back(connection);
+            }
+            let result = Err(failure.error());
             describe_statement(&mut self.line, sql, params, &result);
             self.line.push_str(" (injected)");
             self.observe_statement(task, sql, params, &result);
@@ -755,7 +797,7 @@ impl World {
         self.observe_statement(task, sql, params, &result);
         if let Ok(StatementOutput::Rows(rows)) = &result
             && rows.len() > 1
-            && !sql.to_ascii_uppercase().contains("ORDER BY")
+            && !crate::sql::Statement::remembered(sql).orders_rows
         {
             // Without ORDER BY the row order is whatever the query plan gives, which a SQLite
             // upgrade or a new index can change, and with it every decision taken from the rows.
@@ -794,7 +836,7 @@ impl World {
         result: &Result<StatementOutput, DbError>,
     ) {
         match result {
-            Err(DbError::Busy) if PendingOp::of_sql(sql) == PendingOp::Begin => {
+            Err(DbError::Busy) if crate::sql::Statement::remembered(sql).verb == crate::sql::Verb::Begin => {
                 self.probes.reach(Situation::BusyOnBegin);
             }
             Ok(StatementOutput::Changed(0)) => {
@@ -852,13 +894,13 @@ impl World {
         });
 
         let request = call.request.clone();
-        let provider_faults = self
-            .choose("provider", |world| {
-                let drawn = faults::provider_faults(&mut world.faults, now_ms, &request);
-                (drawn != faults::ProviderFaults::default()).then(|| drawn.encode())
-            })
-            .and_then(|value| faults::ProviderFaults::decode(&value))
-            .unwrap_or_default();
+        let provider_faults = match self.choose(DecisionKind::Provider, |world| {
+            let drawn = faults::provider_faults(&mut world.faults, now_ms, &request);
+            (drawn != faults::ProviderFaults::default()).then_some(Decision::Provider(drawn))
+        }) {
+            Some(Decision::Provider(faults)) => faults,
+            _ => faults::ProviderFaults::default(),
+        };
         if let Some(scripted) = &mut self.scripted
             && scripted.provider_sends_to_reject > 0
             && matches!(call.request, ProviderRequest::Send { .. })
@@ -907,17 +949,15 @@ impl World {
                     Err(error) => error.to_string(),
                 };
                 let _ = write!(self.line, "call {verb} key={key} -> provider {outcome}");
-                let latency_ms = self
-                    .choose("provider-latency", |world| {
-                        Some(
-                            world
-                                .provider_rng
-                                .between(1, world.config.provider_latency_ms_max)
-                                .to_string(),
-                        )
-                    })
-                    .and_then(|value| value.parse().ok())
-                    .unwrap_or(1);
+                let latency_ms = match self.choose(DecisionKind::ProviderLatency, |world| {
+                    let ms = world
+                        .provider_rng
+                        .between(1, world.config.provider_latency_ms_max);
+                    Some(Decision::ProviderLatency { ms })
+                }) {
+                    Some(Decision::ProviderLatency { ms }) => ms,
+                    _ => 1,
+                };
                 if latency_ms > call.timeout_ms {
                     (now_ms + call.timeout_ms, Err(CallError::Timeout))
                 } else {
@@ -926,12 +966,12 @@ impl World {
             }
         };
         let mut lost = self
-            .choose("lose-reply", |world| {
+            .choose(DecisionKind::LoseReply, |world| {
                 let mut lost = false;
                 for fault in world.faults.iter_mut() {
                     lost |= fault.drops_provider_reply(now_ms);
                 }
-                lost.then(String::new)
+                lost.then_some(Decision::LoseReply)
             })
             .is_some();
         if let Some(scripted) = &mut self.scripted
@@ -968,18 +1008,19 @@ impl World {
         if matches!(request, ProviderRequest::Send { .. })
             && !self.provider.remembers(request.idempotency_key(), now_ms)
         {
-            forget_at_ms = self
-                .choose("forget", |world| {
-                    let mut forget_at = None;
-                    for fault in world.faults.iter_mut() {
-                        forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
-                    }
-                    forget_at.map(|at_ms: i64| at_ms.to_string())
-                })
-                .and_then(|value| value.parse::<i64>().ok())
-                // The provider keeps a key for at least its documented lifetime; an edited
-                // schedule cannot make it break that promise.
-                .map(|at_ms| at_ms.max(now_ms.saturating_add(key_lifetime_ms)));
+            forget_at_ms = match self.choose(DecisionKind::Forget, |world| {
+                let mut forget_at = None;
+                for fault in world.faults.iter_mut() {
+                    forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
+                }
+                forget_at.map(|at_ms| Decision::Forget { at_ms })
+            }) {
+                Some(Decision::Forget { at_ms }) => Some(at_ms),
+                _ => None,
+            }
+            // The provider keeps a key for at least its documented lifetime; an edited
+            // schedule cannot make it break that promise.
+            .map(|at_ms| at_ms.max(now_ms.saturating_add(key_lifetime_ms)));
         }
         let handled = self.provider.handle(request, now_ms, conditions, || forget_at_ms);
         let key = request.idempotency_key();
@@ -1213,23 +1254,28 @@ impl World {
             return Route::Refused;
         }
         let now_ms = self.now_ms;
-        let value = self.choose("deliver", |world| {
+        let decision = self.choose(DecisionKind::Deliver, |world| {
             let mut lost = false;
             for fault in world.faults.iter_mut() {
                 lost |= fault.drops_request(now_ms);
             }
             let receiver = world.processes[*world.network_rng.pick(&up)].name.clone();
-            Some(if lost { "lost".to_owned() } else { receiver })
+            Some(Decision::Deliver(if lost {
+                Destination::Lost
+            } else {
+                Destination::Receiver(receiver)
+            }))
         });
-        match value.as_deref() {
-            Some("lost") => Route::Lost,
-            Some(name) => Route::To(
+        match decision {
+            Some(Decision::Deliver(Destination::Lost)) => Route::Lost,
+            // A receiver the schedule names that is not up takes the default, the first one up.
+            Some(Decision::Deliver(Destination::Receiver(name))) => Route::To(
                 up.iter()
                     .copied()
                     .find(|&index| self.processes[index].name == name)
                     .unwrap_or(up[0]),
             ),
-            None => Route::To(up[0]),
+            _ => Route::To(up[0]),
         }
     }
 
@@ -1241,28 +1287,25 @@ impl World {
 
     /// Travel time of one webhook answer.
     pub fn network_latency_ms(&mut self) -> i64 {
-        self.choose("latency", |world| {
-            Some(
-                world
-                    .network_rng
-                    .between(1, world.config.network_latency_ms_max)
-                    .to_string(),
-            )
-        })
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(1)
+        match self.choose(DecisionKind::Latency, |world| {
+            let ms = world.network_rng.between(1, world.config.network_latency_ms_max);
+            Some(Decision::Latency { ms })
+        }) {
+            Some(Decision::Latency { ms }) => ms,
+            _ => 1,
+        }
     }
 
     /// Whether any fault drops this webhook answer. Every model is asked, so that one model's
     /// decision never changes how many draws another one makes.
     pub fn webhook_answer_dropped(&mut self) -> bool {
         let now_ms = self.now_ms;
-        self.choose("lose-answer", |world| {
+        self.choose(DecisionKind::LoseAnswer, |world| {
             let mut dropped = false;
             for fault in world.faults.iter_mut() {
                 dropped |= fault.drops_webhook_answer(now_ms);
             }
-            dropped.then(String::new)
+            dropped.then_some(Decision::LoseAnswer)
         })
         .is_some()
     }
@@ -1270,35 +1313,47 @@ impl World {
     /// How many extra copies of a delivery the fault models send.
     pub fn extra_deliveries(&mut self) -> u32 {
         let now_ms = self.now_ms;
-        self.choose("copies", |world| {
+        match self.choose(DecisionKind::Copies, |world| {
             let copies: u32 = world
                 .faults
                 .iter_mut()
                 .map(|fault| fault.extra_deliveries(now_ms))
                 .sum();
-            (copies > 0).then(|| copies.to_string())
-        })
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0)
+            (copies > 0).then_some(Decision::Copies(copies))
+        }) {
+            Some(Decision::Copies(copies)) => copies,
+            _ => 0,
+        }
     }
 
     /// The fault (if any) that acts on `process`, about to do `op`, at this scheduling point:
-    /// `(fault model name, action)`.
+    /// `(fault model name, action)`. Every model is asked, in registry order, and the first that
+    /// acts wins.
     pub fn fault_at_scheduling_point(
         &mut self,
         process: usize,
-        op: PendingOp,
-    ) -> Option<(String, FaultAction)> {
-        let role = self.processes[process].role;
-        let value = self.choose("fault", |world| {
+        op: &PendingOp,
+    ) -> Option<(String, PointAction)> {
+        let point = SchedulingPoint {
+            now_ms: self.now_ms,
+            role: self.processes[process].role,
+            op,
+        };
+        let decision = self.choose(DecisionKind::Fault, |world| {
             let mut decision = None;
             for fault in world.faults.iter_mut() {
-                let action = fault.at_scheduling_point(role, op);
-                decision = decision.or(action.map(|action| action.encode(fault.name())));
+                let action = fault.at_scheduling_point(&point);
+                decision = decision.or(action.map(|action| Decision::Fault {
+                    model: fault.name().to_owned(),
+                    action,
+                }));
             }
             decision
-        })?;
-        FaultAction::decode(&value)
+        });
+        match decision {
+            Some(Decision::Fault { model, action }) => Some((model, action)),
+            _ => None,
+        }
     }
 
     /// True when nothing is left to do: every stream that can succeed settled with the sender,

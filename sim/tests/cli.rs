@@ -902,7 +902,7 @@ fn every_bad_value_in_a_seed_file_is_one_line_naming_the_field_and_the_range() {
             Box::new(|json| {
                 json["shrunk"]["schedule"]["steps"][0] = "receiver-1#1 sql | fault crash pause -5".into();
             }),
-            "shrunk.schedule.steps[0]: choice `fault crash pause -5`: pause in milliseconds is -5",
+            "shrunk.schedule.steps[0]: decision `fault crash pause -5`: pause in milliseconds is -5",
         ),
     ];
     for (name, edit, expected) in cases {

@@ -97,14 +97,14 @@ fn an_edited_schedule_still_runs_and_reports_what_no_longer_applies() {
         .expect("the run has a fault");
     let mut with_fault = StepLine::parse(&steps[from]);
     let fault = with_fault
-        .choices
+        .decisions
         .iter()
-        .position(|choice| commitgap_sim::schedule::is_fault_kind(&choice.kind, &choice.value))
+        .position(commitgap_sim::decision::Decision::is_fault)
         .unwrap();
-    let moved = with_fault.choices.remove(fault);
+    let moved = with_fault.decisions.remove(fault);
     steps[from] = with_fault.to_string();
     let mut target = StepLine::parse(&steps[from + 5]);
-    target.choices.push(moved);
+    target.decisions.push(moved);
     steps[from + 5] = target.to_string();
     steps.insert(2, "relay-9#1 call tenant-z/order-9/fulfill/v1".to_owned());
     steps.insert(

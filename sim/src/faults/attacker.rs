@@ -19,8 +19,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check_duration;
-use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, check_duration, from_json, swarm_enabled, to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -124,30 +125,31 @@ impl FaultModel for Attacker {
         to_json(&self.settings)
     }
 
-    fn start(&mut self, now_ms: i64) -> Vec<FaultAction> {
+    fn start(&mut self, now_ms: i64) -> Vec<TimerAction> {
         if !self.settings.enabled {
             return Vec::new();
         }
-        vec![FaultAction::WakeAt {
+        vec![TimerAction::WakeAt {
             at_ms: now_ms + self.settings.cadence_ms,
         }]
     }
 
-    fn on_timer(&mut self, now_ms: i64) -> Vec<FaultAction> {
+    fn on_timer(&mut self, now_ms: i64) -> Vec<TimerAction> {
         if self.healed {
             return Vec::new();
         }
         let attack = *self.rng.pick(&Attack::ALL);
         let target = self.rng.below(u64::MAX);
         vec![
-            FaultAction::Attack { attack, target },
-            FaultAction::WakeAt {
+            TimerAction::Attack { attack, target },
+            TimerAction::WakeAt {
                 at_ms: now_ms + self.settings.cadence_ms,
             },
         ]
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

@@ -6,10 +6,9 @@
 //! skew the relay is configured to tolerate (never beyond it: no lease or margin can survive an
 //! unbounded clock). Offsets reset when a process restarts and when the faults heal.
 
-use super::check;
 use super::{
-    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
-    swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check, draw_ratio,
+    from_json, swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 use serde::{Deserialize, Serialize};
@@ -73,17 +72,18 @@ impl FaultModel for ClockJump {
         to_json(&self.settings)
     }
 
-    fn at_scheduling_point(&mut self, _role: ProcessRole, _op: PendingOp) -> Option<FaultAction> {
+    fn at_scheduling_point(&mut self, _point: &SchedulingPoint<'_>) -> Option<PointAction> {
         if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
             return None;
         }
         let bound = self.settings.offset_ms_max;
-        Some(FaultAction::ClockJump {
+        Some(PointAction::ClockJump {
             offset_ms: self.rng.between(-bound, bound),
         })
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

@@ -8,10 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check_duration;
 use super::{
-    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
-    swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check_duration,
+    draw_ratio, from_json, swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 
@@ -74,7 +73,7 @@ impl FaultModel for Crash {
         to_json(&self.settings)
     }
 
-    fn at_scheduling_point(&mut self, _role: ProcessRole, _op: PendingOp) -> Option<FaultAction> {
+    fn at_scheduling_point(&mut self, _point: &SchedulingPoint<'_>) -> Option<PointAction> {
         if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
             return None;
         }
@@ -83,12 +82,13 @@ impl FaultModel for Crash {
         } else {
             self.settings.fast_restart_ms_max
         };
-        Some(FaultAction::Crash {
+        Some(PointAction::Crash {
             restart_after_ms: self.rng.between(1, restart_ms_max),
         })
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

@@ -7,8 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{COPIES_MAX, check};
-use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use super::{
+    COPIES_MAX, FaultContext, FaultKind, FaultModel, TimerAction, check, draw_ratio, from_json,
+    swarm_enabled, to_json,
+};
 use crate::rng::{Ratio, SimRng};
 
 pub const KIND: FaultKind = FaultKind {
@@ -71,7 +73,8 @@ impl FaultModel for DuplicateDelivery {
         self.rng.between(1, i64::from(self.settings.copies_max)) as u32
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

@@ -7,8 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check;
-use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, check, draw_ratio, from_json, swarm_enabled, to_json,
+};
 use crate::rng::{Ratio, SimRng};
 use crate::workload::EventSpec;
 
@@ -78,5 +79,7 @@ impl FaultModel for FanOut {
         }
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

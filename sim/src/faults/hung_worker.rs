@@ -11,10 +11,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
-    swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, TimerAction,
+    Verb, check, check_duration, draw_ratio, from_json, swarm_enabled, to_json,
 };
-use super::{check, check_duration};
 use crate::rng::{Ratio, SimRng};
 
 pub const KIND: FaultKind = FaultKind {
@@ -77,9 +76,15 @@ impl FaultModel for HungWorker {
         to_json(&self.settings)
     }
 
-    fn at_scheduling_point(&mut self, role: ProcessRole, op: PendingOp) -> Option<FaultAction> {
-        let eligible =
-            role == ProcessRole::RelayWorker && matches!(op, PendingOp::ProviderCall | PendingOp::Statement);
+    fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
+        let (role, op) = (point.role, point.op);
+        let eligible = role == ProcessRole::RelayWorker
+            && match op {
+                PendingOp::ProviderCall => true,
+                // Any statement but the ends of a transaction.
+                PendingOp::Sql(statement) => !matches!(statement.verb, Verb::Begin | Verb::Commit),
+                _ => false,
+            };
         if !self.settings.enabled || self.healed || !eligible || self.hangs >= self.settings.hangs_max {
             return None;
         }
@@ -87,12 +92,13 @@ impl FaultModel for HungWorker {
             return None;
         }
         self.hangs += 1;
-        Some(FaultAction::Pause {
+        Some(PointAction::Pause {
             duration_ms: self.settings.hang_ms,
         })
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

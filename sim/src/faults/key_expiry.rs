@@ -11,8 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check_duration;
-use super::{FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, check_duration, from_json, swarm_enabled, to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -70,5 +71,7 @@ impl FaultModel for KeyExpiry {
         Some(stored_at_ms + key_lifetime_ms + self.rng.between(0, self.settings.extra_delay_ms_max))
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

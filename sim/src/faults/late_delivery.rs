@@ -7,7 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, draw_ratio, from_json, swarm_enabled, to_json,
+};
 use crate::rng::{Ratio, SimRng};
 use crate::workload::{EventSpec, ExtraDelivery};
 
@@ -79,5 +81,7 @@ impl FaultModel for LateDelivery {
         }
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

@@ -11,8 +11,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check_windows;
-use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, check_windows, draw_ratio, from_json, swarm_enabled,
+    to_json,
+};
 use crate::rng::{Ratio, SimRng};
 
 pub const KIND: FaultKind = FaultKind {
@@ -105,7 +107,8 @@ impl FaultModel for LostAck {
         in_outage || self.rng.chance(self.settings.provider_reply_loss)
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

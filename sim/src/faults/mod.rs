@@ -15,6 +15,7 @@
 mod attacker;
 mod clock_jump;
 mod crash;
+mod disk_full;
 mod duplicate_delivery;
 mod fan_out;
 mod hung_worker;
@@ -42,64 +43,149 @@ use serde::de::DeserializeOwned;
 
 pub use attacker::Attack;
 
+use std::rc::Rc;
+
 use crate::limits::{DURATION_MS_MAX, check};
 use crate::rng::{Ratio, SimRng};
+use crate::sql::{Statement, Verb};
 use crate::workload::EventSpec;
 
-/// What a fault model asks the world to do.
+/// What a fault model does to the process whose task is about to run, at its scheduling point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultAction {
-    /// Crash the process at this scheduling point and restart it after the delay.
+pub enum PointAction {
+    /// Crash the process here and restart it after the delay.
     Crash { restart_after_ms: i64 },
     /// Stop the task here for a while, without running its next operation (a GC pause, a
     /// stopped VM, a slow handler).
     Pause { duration_ms: i64 },
-    /// Make the statement about to run fail with `SQLITE_BUSY` without running it.
-    Busy,
+    /// Fail the statement about to run with `failure`, without running it. An open transaction
+    /// stays open unless `rolled_back`: SQLite may or may not roll a transaction back when a
+    /// statement (a `COMMIT` included) fails for a full disk or an I/O error, and does not for a
+    /// busy one.
+    FailStatement {
+        failure: StatementFailure,
+        rolled_back: bool,
+    },
     /// Set the process's clock this far from true time (an NTP step).
     ClockJump { offset_ms: i64 },
-    /// Run the purge job now, deleting receipts received before `older_than_ms`.
-    PurgeReceipts { older_than_ms: i64 },
+}
+
+/// How a fault makes a statement fail: one of the errors a real SQLite returns for reasons
+/// outside the statement itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StatementFailure {
+    /// `SQLITE_BUSY`: another connection holds a conflicting lock.
+    Busy,
+    /// `SQLITE_FULL`: the disk (or the file system's quota) is full.
+    Full,
+    /// `SQLITE_IOERR`: the operating system reported an I/O error.
+    Io,
+}
+
+impl StatementFailure {
+    pub const ALL: [StatementFailure; 3] = [
+        StatementFailure::Busy,
+        StatementFailure::Full,
+        StatementFailure::Io,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StatementFailure::Busy => "busy",
+            StatementFailure::Full => "full",
+            StatementFailure::Io => "io",
+        }
+    }
+
+    /// The error the statement returns.
+    pub fn error(self) -> commitgap::env::DbError {
+        match self {
+            StatementFailure::Busy => commitgap::env::DbError::Busy,
+            StatementFailure::Full => commitgap::env::DbError::Full,
+            StatementFailure::Io => commitgap::env::DbError::Io("disk I/O error".to_owned()),
+        }
+    }
+}
+
+impl PointAction {
+    /// Writes the action, with the fault model that took it, as a schedule value:
+    /// `crash crash 1200`, `worker-pause pause 90000`, `sqlite-busy fail busy`,
+    /// `disk-full fail full rollback`, `clock-jump clock -5000`.
+    pub fn encode(&self, fault: &str) -> String {
+        match self {
+            PointAction::Crash { restart_after_ms } => format!("{fault} crash {restart_after_ms}"),
+            PointAction::Pause { duration_ms } => format!("{fault} pause {duration_ms}"),
+            PointAction::FailStatement { failure, rolled_back } => format!(
+                "{fault} fail {}{}",
+                failure.name(),
+                if *rolled_back { " rollback" } else { "" }
+            ),
+            PointAction::ClockJump { offset_ms } => format!("{fault} clock {offset_ms}"),
+        }
+    }
+
+    /// Reads a value written by [`PointAction::encode`]: the fault model's name and the action.
+    /// `busy` alone, as files of format version 2 wrote it, is `fail busy`.
+    pub fn decode(value: &str) -> Result<(String, PointAction), String> {
+        let words: Vec<&str> = value.split_whitespace().collect();
+        let number = |word: &str| {
+            word.parse::<i64>()
+                .map_err(|_| format!("{word:?} is not a whole number of milliseconds"))
+        };
+        let action = match words[..] {
+            [_, "crash", restart] => PointAction::Crash {
+                restart_after_ms: number(restart)?,
+            },
+            [_, "pause", duration] => PointAction::Pause {
+                duration_ms: number(duration)?,
+            },
+            [_, "clock", offset] => PointAction::ClockJump {
+                offset_ms: number(offset)?,
+            },
+            [_, "busy"] => PointAction::FailStatement {
+                failure: StatementFailure::Busy,
+                rolled_back: false,
+            },
+            [_, "fail", failure, ref rest @ ..] => PointAction::FailStatement {
+                failure: StatementFailure::ALL
+                    .into_iter()
+                    .find(|known| known.name() == failure)
+                    .ok_or_else(|| format!("{failure:?} is not busy, full or io"))?,
+                rolled_back: match rest {
+                    [] => false,
+                    ["rollback"] => true,
+                    _ => {
+                        return Err(format!(
+                            "{:?} after the failure is not `rollback`",
+                            rest.join(" ")
+                        ));
+                    }
+                },
+            },
+            _ => {
+                return Err(
+                    "not `MODEL crash MS`, `MODEL pause MS`, `MODEL clock MS` or `MODEL fail busy|full|io [rollback]`"
+                        .to_owned(),
+                );
+            }
+        };
+        Ok((words[0].to_owned(), action))
+    }
+}
+
+/// What a fault model asks for outside any process's scheduling point: when it starts, on a
+/// timer it set, or at heal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerAction {
     /// Call [`FaultModel::on_timer`] again at `at_ms`.
     WakeAt { at_ms: i64 },
+    /// Run the purge job now, deleting receipts received before `older_than_ms`.
+    PurgeReceipts { older_than_ms: i64 },
     /// Send one hostile request, copied from one of the deliveries made so far (`target` picks
     /// which, modulo their number).
     Attack { attack: Attack, target: u64 },
     /// Set the sender's clock this far from true time.
     SenderClock { offset_ms: i64 },
-}
-
-impl FaultAction {
-    /// Writes the action, with the fault model that took it, as a schedule value:
-    /// `crash crash 1200`, `worker-pause pause 90000`, `sqlite-busy busy`, `clock-jump clock -5000`.
-    pub fn encode(&self, fault: &str) -> String {
-        match self {
-            FaultAction::Crash { restart_after_ms } => format!("{fault} crash {restart_after_ms}"),
-            FaultAction::Pause { duration_ms } => format!("{fault} pause {duration_ms}"),
-            FaultAction::Busy => format!("{fault} busy"),
-            FaultAction::ClockJump { offset_ms } => format!("{fault} clock {offset_ms}"),
-            FaultAction::PurgeReceipts { older_than_ms } => format!("{fault} purge {older_than_ms}"),
-            FaultAction::WakeAt { at_ms } => format!("{fault} wake {at_ms}"),
-            FaultAction::Attack { attack, target } => format!("{fault} attack {} {target}", attack.name()),
-            FaultAction::SenderClock { offset_ms } => format!("{fault} sender-clock {offset_ms}"),
-        }
-    }
-
-    /// Reads a value written by [`FaultAction::encode`]; `None` if it is not one.
-    pub fn decode(value: &str) -> Option<(String, FaultAction)> {
-        let mut words = value.split_whitespace();
-        let fault = words.next()?.to_owned();
-        let action = words.next()?;
-        let number = words.next().and_then(|word| word.parse::<i64>().ok());
-        let action = match (action, number) {
-            ("crash", Some(restart_after_ms)) => FaultAction::Crash { restart_after_ms },
-            ("pause", Some(duration_ms)) => FaultAction::Pause { duration_ms },
-            ("busy", _) => FaultAction::Busy,
-            ("clock", Some(offset_ms)) => FaultAction::ClockJump { offset_ms },
-            _ => return None,
-        };
-        Some((fault, action))
-    }
 }
 
 /// The kinds of simulated process, as a fault model sees them.
@@ -112,14 +198,10 @@ pub enum ProcessRole {
 }
 
 /// What a task is about to do at its scheduling point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PendingOp {
-    /// Run `BEGIN ...`.
-    Begin,
-    /// Run `COMMIT`.
-    Commit,
-    /// Run any other statement.
-    Statement,
+    /// Run a SQL statement.
+    Sql(Rc<Statement>),
     /// Send a request to the provider.
     ProviderCall,
     /// Receive the provider's reply (or the timeout).
@@ -131,17 +213,27 @@ pub enum PendingOp {
 }
 
 impl PendingOp {
-    /// Classifies a statement by its first keyword.
-    pub fn of_sql(sql: &str) -> PendingOp {
-        let keyword = sql.split_whitespace().next().unwrap_or("");
-        if keyword.eq_ignore_ascii_case("BEGIN") {
-            PendingOp::Begin
-        } else if keyword.eq_ignore_ascii_case("COMMIT") || keyword.eq_ignore_ascii_case("END") {
-            PendingOp::Commit
-        } else {
-            PendingOp::Statement
+    /// The statement about to run, if the task is about to run one.
+    pub fn statement(&self) -> Option<&Statement> {
+        match self {
+            PendingOp::Sql(statement) => Some(statement),
+            _ => None,
         }
     }
+
+    /// Whether the task is about to run a statement with this verb.
+    pub fn is_sql(&self, verb: &Verb) -> bool {
+        self.statement().is_some_and(|statement| statement.verb == *verb)
+    }
+}
+
+/// Where a fault model may act: a process about to do something, at a moment of virtual time.
+#[derive(Debug, Clone, Copy)]
+pub struct SchedulingPoint<'a> {
+    /// True virtual time (not the process's own clock).
+    pub now_ms: i64,
+    pub role: ProcessRole,
+    pub op: &'a PendingOp,
 }
 
 /// How the provider treats one request, merged over every fault model.
@@ -177,22 +269,31 @@ impl ProviderFaults {
         flags.join(",")
     }
 
-    /// Reads a value written by [`ProviderFaults::encode`]; unknown flags are ignored.
-    pub fn decode(value: &str) -> Option<ProviderFaults> {
+    /// Reads a value written by [`ProviderFaults::encode`]. The error names the flag it could
+    /// not read.
+    pub fn decode(value: &str) -> Result<ProviderFaults, String> {
         let mut faults = ProviderFaults::default();
-        for flag in value.split(',').map(str::trim) {
+        let milliseconds = |flag: &str, ms: &str| {
+            ms.parse::<i64>()
+                .map_err(|_| format!("{flag:?}: {ms:?} is not a whole number of milliseconds"))
+        };
+        for flag in value.split(',').map(str::trim).filter(|flag| !flag.is_empty()) {
             match flag.split_once('=') {
-                Some(("lock", ms)) => faults.conditions.lock_after_ms = ms.parse().ok()?,
-                Some(("slow", ms)) => faults.act_after_ms = Some(ms.parse().ok()?),
+                Some(("lock", ms)) => faults.conditions.lock_after_ms = milliseconds(flag, ms)?,
+                Some(("slow", ms)) => faults.act_after_ms = Some(milliseconds(flag, ms)?),
                 _ => match flag {
                     "fail" => faults.conditions.fail_before_acting = true,
                     "sticky" => faults.conditions.sticky_errors = true,
                     "replay" => faults.conditions.replay_on_mismatch = true,
-                    _ => {}
+                    _ => {
+                        return Err(format!(
+                            "{flag:?} is not one of fail, sticky, replay, lock=MS, slow=MS"
+                        ));
+                    }
                 },
             }
         }
-        Some(faults)
+        Ok(faults)
     }
 
     fn merge(self, other: ProviderFaults) -> ProviderFaults {
@@ -222,7 +323,8 @@ pub fn provider_faults(
         .fold(ProviderFaults::default(), ProviderFaults::merge)
 }
 
-/// One fault model with its settings and decision stream. Every hook has a do-nothing default.
+/// One fault model with its settings and decision stream. Every hook has a do-nothing default,
+/// so a model overrides only the hooks where it acts, and [`FaultModel::heal`], where it stops.
 pub trait FaultModel {
     fn name(&self) -> &'static str;
 
@@ -233,12 +335,15 @@ pub trait FaultModel {
     fn shape_workload(&mut self, _events: &mut Vec<EventSpec>, _context: &FaultContext) {}
 
     /// Called once when the run starts.
-    fn start(&mut self, _now_ms: i64) -> Vec<FaultAction> {
+    fn start(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         Vec::new()
     }
 
-    /// Called before a process runs its next step.
-    fn at_scheduling_point(&mut self, _role: ProcessRole, _op: PendingOp) -> Option<FaultAction> {
+    /// Called before a process runs its next step: the model may crash the process, pause the
+    /// task, fail the statement it is about to run, or move its clock. When several models act at
+    /// one point, the first in [`registry`] order wins; every model is still asked, so that one
+    /// model's decision never changes how many draws another one makes.
+    fn at_scheduling_point(&mut self, _point: &SchedulingPoint<'_>) -> Option<PointAction> {
         None
     }
 
@@ -252,8 +357,8 @@ pub trait FaultModel {
         ProviderFaults::default()
     }
 
-    /// Called at a time this model asked for with [`FaultAction::WakeAt`].
-    fn on_timer(&mut self, _now_ms: i64) -> Vec<FaultAction> {
+    /// Called at a time this model asked for with [`TimerAction::WakeAt`].
+    fn on_timer(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         Vec::new()
     }
 
@@ -277,8 +382,10 @@ pub trait FaultModel {
         None
     }
 
-    /// Stop injecting: the run moves to its liveness phase.
-    fn heal(&mut self);
+    /// Stop injecting: the run moves to its liveness phase. A model may ask for last actions
+    /// (as a disk that fills up is given back its space); after heal it must not act again,
+    /// except where its file says why not.
+    fn heal(&mut self, now_ms: i64) -> Vec<TimerAction>;
 }
 
 /// What a fault model's settings may depend on.
@@ -318,6 +425,11 @@ pub struct FaultKind {
 }
 
 /// Every fault model, in a fixed order. Adding one is one file and one line here.
+///
+/// The order is also precedence: at a scheduling point every model is asked, in this order, and
+/// the first one that acts wins (a crash before a pause, a pause before a failed statement).
+/// Each model draws from its own streams, so where a new line goes changes no other model's
+/// draws, only which action wins when two act at one point.
 pub fn registry() -> Vec<FaultKind> {
     vec![
         crash::KIND,
@@ -333,6 +445,7 @@ pub fn registry() -> Vec<FaultKind> {
         twin_events::KIND,
         fan_out::KIND,
         sqlite_busy::KIND,
+        disk_full::KIND,
         worker_pause::KIND,
         hung_worker::KIND,
         provider_failure::KIND,

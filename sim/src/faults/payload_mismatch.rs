@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::{FaultContext, FaultKind, FaultModel, ProviderFaults, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, from_json, swarm_enabled, to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -62,5 +64,7 @@ impl FaultModel for PayloadMismatch {
         faults
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

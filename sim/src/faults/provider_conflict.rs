@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::check_duration;
-use super::{FaultContext, FaultKind, FaultModel, ProviderFaults, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check_duration, from_json,
+    swarm_enabled, to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -70,7 +72,8 @@ impl FaultModel for ProviderConflict {
         faults
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

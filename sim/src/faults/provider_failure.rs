@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::check_windows;
 use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check_windows, draw_ratio, from_json,
+    swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 
@@ -90,7 +90,8 @@ impl FaultModel for ProviderFailure {
         faults
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

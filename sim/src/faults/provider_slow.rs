@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use commitgap::provider::ProviderRequest;
 
 use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, draw_ratio, from_json, swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check, check_duration, draw_ratio,
+    from_json, swarm_enabled, to_json,
 };
-use super::{check, check_duration};
 use crate::rng::{Ratio, SimRng};
 
 pub const KIND: FaultKind = FaultKind {
@@ -93,7 +93,8 @@ impl FaultModel for ProviderSlow {
         faults
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

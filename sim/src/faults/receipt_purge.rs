@@ -7,8 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check_duration;
-use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, check_duration, from_json, swarm_enabled, to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -62,30 +63,31 @@ impl FaultModel for ReceiptPurge {
         to_json(&self.settings)
     }
 
-    fn start(&mut self, now_ms: i64) -> Vec<FaultAction> {
+    fn start(&mut self, now_ms: i64) -> Vec<TimerAction> {
         if !self.settings.enabled {
             return Vec::new();
         }
-        vec![FaultAction::WakeAt {
+        vec![TimerAction::WakeAt {
             at_ms: now_ms + self.settings.cadence_ms,
         }]
     }
 
-    fn on_timer(&mut self, now_ms: i64) -> Vec<FaultAction> {
+    fn on_timer(&mut self, now_ms: i64) -> Vec<TimerAction> {
         if self.healed {
             return Vec::new();
         }
         vec![
-            FaultAction::PurgeReceipts {
+            TimerAction::PurgeReceipts {
                 older_than_ms: now_ms - self.settings.retention_ms,
             },
-            FaultAction::WakeAt {
+            TimerAction::WakeAt {
                 at_ms: now_ms + self.settings.cadence_ms,
             },
         ]
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

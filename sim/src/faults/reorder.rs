@@ -6,7 +6,8 @@
 //! it. The receiver must end in the state the creation order gives, whatever the arrival order.
 
 use super::{
-    FaultContext, FaultKind, FaultModel, RateSettings, draw_ratio, from_json, swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio, from_json, swarm_enabled,
+    to_json,
 };
 use crate::rng::SimRng;
 use crate::workload::EventSpec;
@@ -62,5 +63,7 @@ impl FaultModel for Reorder {
         }
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

@@ -5,7 +5,8 @@
 //! committed, so only the sender's retry schedule stands between the event and its loss.
 
 use super::{
-    FaultContext, FaultKind, FaultModel, RateSettings, draw_ratio, from_json, swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio, from_json, swarm_enabled,
+    to_json,
 };
 use crate::rng::SimRng;
 
@@ -55,7 +56,8 @@ impl FaultModel for RequestLost {
         self.settings.enabled && !self.healed && self.rng.chance(self.settings.rate)
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

@@ -11,8 +11,10 @@
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 use serde::{Deserialize, Serialize};
 
-use super::{FaultAction, FaultContext, FaultKind, FaultModel, from_json, swarm_enabled, to_json};
-use super::{check, check_duration};
+use super::{
+    FaultContext, FaultKind, FaultModel, TimerAction, check, check_duration, from_json, swarm_enabled,
+    to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -89,34 +91,35 @@ impl FaultModel for SenderClockSkew {
         to_json(&self.settings)
     }
 
-    fn start(&mut self, now_ms: i64) -> Vec<FaultAction> {
+    fn start(&mut self, now_ms: i64) -> Vec<TimerAction> {
         if !self.settings.enabled {
             return Vec::new();
         }
-        vec![FaultAction::WakeAt {
+        vec![TimerAction::WakeAt {
             at_ms: now_ms + self.settings.start_ms,
         }]
     }
 
-    fn on_timer(&mut self, now_ms: i64) -> Vec<FaultAction> {
+    fn on_timer(&mut self, now_ms: i64) -> Vec<TimerAction> {
         if self.healed {
             return Vec::new();
         }
         if std::mem::replace(&mut self.starting, false) {
             vec![
-                FaultAction::SenderClock {
+                TimerAction::SenderClock {
                     offset_ms: self.settings.offset_ms,
                 },
-                FaultAction::WakeAt {
+                TimerAction::WakeAt {
                     at_ms: now_ms + self.settings.duration_ms,
                 },
             ]
         } else {
-            vec![FaultAction::SenderClock { offset_ms: 0 }]
+            vec![TimerAction::SenderClock { offset_ms: 0 }]
         }
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

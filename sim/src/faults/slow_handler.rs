@@ -7,10 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check_duration;
 use super::{
-    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
-    swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, TimerAction,
+    check_duration, draw_ratio, from_json, swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 
@@ -70,20 +69,21 @@ impl FaultModel for SlowHandler {
         to_json(&self.settings)
     }
 
-    fn at_scheduling_point(&mut self, role: ProcessRole, op: PendingOp) -> Option<FaultAction> {
-        let in_handler = role == ProcessRole::Receiver
-            && matches!(op, PendingOp::Begin | PendingOp::Statement | PendingOp::Commit);
+    fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
+        let (role, op) = (point.role, point.op);
+        let in_handler = role == ProcessRole::Receiver && matches!(op, PendingOp::Sql(_));
         if !self.settings.enabled || self.healed || !in_handler || !self.rng.chance(self.settings.rate) {
             return None;
         }
-        Some(FaultAction::Pause {
+        Some(PointAction::Pause {
             duration_ms: self
                 .rng
                 .between(self.settings.pause_ms_min, self.settings.pause_ms_max),
         })
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{COPIES_MAX, check, check_duration};
-use super::{FaultContext, FaultKind, FaultModel, draw_ratio, from_json, swarm_enabled, to_json};
+use super::{
+    COPIES_MAX, FaultContext, FaultKind, FaultModel, TimerAction, check, check_duration, draw_ratio,
+    from_json, swarm_enabled, to_json,
+};
 use crate::rng::{Ratio, SimRng};
 use crate::workload::{EventSpec, ExtraDelivery};
 
@@ -79,5 +81,7 @@ impl FaultModel for SpontaneousDuplicate {
         }
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultAction, FaultContext, FaultKind, FaultModel, PendingOp, ProcessRole, draw_ratio, from_json,
-    swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction, Verb,
+    draw_ratio, from_json, swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 
@@ -64,19 +64,24 @@ impl FaultModel for SqliteBusy {
         to_json(&self.settings)
     }
 
-    fn at_scheduling_point(&mut self, _role: ProcessRole, op: PendingOp) -> Option<FaultAction> {
+    fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
+        let op = point.op;
         if !self.settings.enabled || self.healed {
             return None;
         }
-        let rate = match op {
-            PendingOp::Begin => self.settings.begin_rate,
-            PendingOp::Commit => self.settings.commit_rate,
+        let rate = match op.statement().map(|statement| &statement.verb) {
+            Some(Verb::Begin) => self.settings.begin_rate,
+            Some(Verb::Commit) => self.settings.commit_rate,
             _ => return None,
         };
-        self.rng.chance(rate).then_some(FaultAction::Busy)
+        self.rng.chance(rate).then_some(PointAction::FailStatement {
+            failure: StatementFailure::Busy,
+            rolled_back: false,
+        })
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
+        Vec::new()
     }
 }

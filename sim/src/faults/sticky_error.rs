@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::{FaultContext, FaultKind, FaultModel, ProviderFaults, from_json, swarm_enabled, to_json};
+use super::{
+    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, from_json, swarm_enabled, to_json,
+};
 use crate::rng::SimRng;
 
 pub const KIND: FaultKind = FaultKind {
@@ -63,5 +65,7 @@ impl FaultModel for StickyError {
         faults
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

@@ -6,7 +6,8 @@
 //! payment event, with an id of its own, for the same order and amount.
 
 use super::{
-    FaultContext, FaultKind, FaultModel, RateSettings, draw_ratio, from_json, swarm_enabled, to_json,
+    FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio, from_json, swarm_enabled,
+    to_json,
 };
 use crate::rng::SimRng;
 use crate::workload::{EventKind, EventSpec, Workload};
@@ -72,5 +73,7 @@ impl FaultModel for TwinEvents {
         }
     }
 
-    fn heal(&mut self) {}
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        Vec::new()
+    }
 }

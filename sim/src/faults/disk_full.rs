@@ -1,0 +1,118 @@
+//! A full disk: writes and commits fail with `SQLITE_FULL` for a while, reads still work.
+//!
+//! A volume fills up (a log that grew, a backup written beside the database, a quota reached) and
+//! SQLite can no longer grow the database or its journal: every statement that writes, and the
+//! `COMMIT` that makes a transaction durable, fails with `SQLITE_FULL` until space is freed,
+//! while reads go on. Now and then the failure surfaces as an I/O error instead. SQLite may or may
+//! not roll back the open transaction when a statement fails this way, so this model decides that
+//! too: the code must handle both a transaction that is still open and one that is gone. The
+//! disk has room again at heal.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction,
+    check_windows, draw_ratio, from_json, swarm_enabled, to_json,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "disk-full",
+    description: "the disk fills up for a while: writes and commits fail with SQLITE_FULL, reads work",
+    draw,
+    build,
+    acts_only_on_faulty_systems: false,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+    /// `(start_ms, duration_ms)` windows in which the disk is full.
+    windows_ms: Vec<(i64, i64)>,
+    /// Chance that a write fails while the disk is full: other processes free and take space,
+    /// so some writes get through.
+    rate: Ratio,
+    /// Chance that a failure is reported as an I/O error rather than a full disk.
+    io_error: Ratio,
+    /// Chance that SQLite rolls the open transaction back when a statement fails.
+    rolls_back: Ratio,
+}
+
+struct DiskFull {
+    settings: Settings,
+    rng: SimRng,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    let enabled = swarm_enabled(rng);
+    let windows_ms = (0..rng.between(1, 2))
+        .map(|_| {
+            let start_ms = rng.between(0, (2 * context.emit_window_ms).min(context.fault_phase_ms));
+            (start_ms, *rng.pick(&[60_000, 600_000, 3_600_000]))
+        })
+        .collect();
+    to_json(&Settings {
+        enabled,
+        windows_ms,
+        rate: draw_ratio(rng, &[(1, 5), (1, 2), (1, 1)]),
+        io_error: draw_ratio(rng, &[(0, 1), (1, 4)]),
+        rolls_back: draw_ratio(rng, &[(0, 1), (1, 2), (1, 1)]),
+    })
+}
+
+fn build(
+    value: &serde_json::Value,
+    rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(value)?;
+    check_windows("windows_ms", &settings.windows_ms)?;
+    Ok(Box::new(DiskFull {
+        settings,
+        rng,
+        healed: false,
+    }))
+}
+
+impl DiskFull {
+    fn disk_is_full(&self, now_ms: i64) -> bool {
+        self.settings.windows_ms.iter().any(|&(start_ms, duration_ms)| {
+            (start_ms..start_ms.saturating_add(duration_ms)).contains(&now_ms)
+        })
+    }
+}
+
+impl FaultModel for DiskFull {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
+        let writes = point.op.statement().is_some_and(|statement| statement.writes());
+        if !self.settings.enabled || self.healed || !writes || !self.disk_is_full(point.now_ms) {
+            return None;
+        }
+        if !self.rng.chance(self.settings.rate) {
+            return None;
+        }
+        let failure = if self.rng.chance(self.settings.io_error) {
+            StatementFailure::Io
+        } else {
+            StatementFailure::Full
+        };
+        Some(PointAction::FailStatement {
+            failure,
+            rolled_back: self.rng.chance(self.settings.rolls_back),
+        })
+    }
+
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        self.healed = true;
+        Vec::new()
+    }
+}
