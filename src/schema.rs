@@ -15,7 +15,8 @@
 //!
 //! The column order is part of this module's contract: the simulator decodes rows by position
 //! (see the `*_COLUMNS` lists), so a new column goes at the end of its table. Planted bugs that
-//! need a weaker schema get it from [`schema_sql`]; nothing else may change the schema.
+//! need a weaker schema get it from [`schema_sql`], as a few text changes to [`SCHEMA_SQL`] through
+//! [`altered_schema`]; nothing else may change the schema.
 
 use crate::planted::PlantedBug;
 
@@ -71,23 +72,40 @@ BEGIN
 END;
 ";
 
+/// The reference schema with each `(from, to)` of `changes` applied in turn, every occurrence of
+/// `from` replaced by `to`: the schema a variant of the reference runs on. Panics if a `from` does
+/// not occur, so that a change to the reference schema cannot silently leave a variant on the
+/// reference's constraints.
+pub fn altered_schema(changes: &[(&str, &str)]) -> String {
+    let mut schema = SCHEMA_SQL.to_owned();
+    for (from, to) in changes {
+        assert!(
+            schema.contains(from),
+            "the schema has no {from:?} to change into {to:?}"
+        );
+        schema = schema.replace(from, to);
+    }
+    schema
+}
+
 /// The schema a system runs with: the reference schema, or the weaker one a planted bug's code
 /// base would have (no unique receipt per event, no unique operation key).
 pub fn schema_sql(planted_bug: Option<PlantedBug>) -> String {
     let unique_receipt = "    UNIQUE (account, event_id)\n";
     match planted_bug {
         Some(PlantedBug::CheckThenInsert) => {
-            SCHEMA_SQL.replace(unique_receipt, "    CHECK (account <> '')\n")
+            altered_schema(&[(unique_receipt, "    CHECK (account <> '')\n")])
         }
         Some(PlantedBug::PerDeliveryDedupKey) => {
-            SCHEMA_SQL.replace(unique_receipt, "    UNIQUE (account, delivery_id)\n")
+            altered_schema(&[(unique_receipt, "    UNIQUE (account, delivery_id)\n")])
         }
-        Some(PlantedBug::NoReceiptDedup) => SCHEMA_SQL
-            .replace(unique_receipt, "    CHECK (account <> '')\n")
-            .replace(
+        Some(PlantedBug::NoReceiptDedup) => altered_schema(&[
+            (unique_receipt, "    CHECK (account <> '')\n"),
+            (
                 "operation_key    TEXT    NOT NULL UNIQUE,",
                 "operation_key    TEXT    NOT NULL,",
             ),
+        ]),
         _ => SCHEMA_SQL.to_owned(),
     }
 }
@@ -195,6 +213,28 @@ mod tests {
             assert_eq!(names, columns, "column list of {table}");
         }
         assert_eq!(column(&OUTBOX_COLUMNS, "lease_token"), 5);
+    }
+
+    #[test]
+    fn an_altered_schema_differs_only_where_it_was_changed() {
+        assert_eq!(altered_schema(&[]), SCHEMA_SQL);
+        let weaker = altered_schema(&[("    UNIQUE (account, event_id)\n", "")]);
+        assert_eq!(
+            weaker.len(),
+            SCHEMA_SQL.len() - "    UNIQUE (account, event_id)\n".len()
+        );
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(&altered_schema(&[(
+            "    UNIQUE (account, event_id)\n",
+            "    CHECK (account <> '')\n",
+        )]))
+        .unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "the schema has no")]
+    fn a_change_to_text_the_schema_lacks_is_refused() {
+        altered_schema(&[("UNIQUE (account, order_id)", "")]);
     }
 
     #[test]
