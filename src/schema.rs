@@ -14,11 +14,9 @@
 //!   (attempts, last error, dead reason) for an operator to see and recover stuck work.
 //!
 //! The column order is part of this module's contract: the simulator decodes rows by position
-//! (see the `*_COLUMNS` lists), so a new column goes at the end of its table. Planted bugs that
-//! need a weaker schema get it from [`schema_sql`], as a few text changes to [`SCHEMA_SQL`] through
-//! [`altered_schema`]; nothing else may change the schema.
-
-use crate::planted::PlantedBug;
+//! (see the `*_COLUMNS` lists), so a new column goes at the end of its table. A variant of the
+//! reference that runs on a weaker schema (no unique receipt per event, say) describes it as a few
+//! text changes to [`SCHEMA_SQL`] through [`altered_schema`]; nothing else may change the schema.
 
 /// Creates every table of the reference schema. Run once on a fresh database.
 pub const SCHEMA_SQL: &str = "
@@ -86,28 +84,6 @@ pub fn altered_schema(changes: &[(&str, &str)]) -> String {
         schema = schema.replace(from, to);
     }
     schema
-}
-
-/// The schema a system runs with: the reference schema, or the weaker one a planted bug's code
-/// base would have (no unique receipt per event, no unique operation key).
-pub fn schema_sql(planted_bug: Option<PlantedBug>) -> String {
-    let unique_receipt = "    UNIQUE (account, event_id)\n";
-    match planted_bug {
-        Some(PlantedBug::CheckThenInsert) => {
-            altered_schema(&[(unique_receipt, "    CHECK (account <> '')\n")])
-        }
-        Some(PlantedBug::PerDeliveryDedupKey) => {
-            altered_schema(&[(unique_receipt, "    UNIQUE (account, delivery_id)\n")])
-        }
-        Some(PlantedBug::NoReceiptDedup) => altered_schema(&[
-            (unique_receipt, "    CHECK (account <> '')\n"),
-            (
-                "operation_key    TEXT    NOT NULL UNIQUE,",
-                "operation_key    TEXT    NOT NULL,",
-            ),
-        ]),
-        _ => SCHEMA_SQL.to_owned(),
-    }
 }
 
 /// Columns of `receipts`, in table order.
@@ -235,22 +211,6 @@ mod tests {
     #[should_panic(expected = "the schema has no")]
     fn a_change_to_text_the_schema_lacks_is_refused() {
         altered_schema(&[("UNIQUE (account, order_id)", "")]);
-    }
-
-    #[test]
-    fn planted_schemas_differ_only_where_the_bug_needs_it() {
-        assert_eq!(schema_sql(None), SCHEMA_SQL);
-        for bug in [
-            PlantedBug::CheckThenInsert,
-            PlantedBug::PerDeliveryDedupKey,
-            PlantedBug::NoReceiptDedup,
-        ] {
-            let schema = schema_sql(Some(bug));
-            assert_ne!(schema, SCHEMA_SQL, "{bug}");
-            let conn = rusqlite::Connection::open_in_memory().unwrap();
-            conn.execute_batch(&schema).unwrap();
-        }
-        assert!(schema_sql(Some(PlantedBug::NoReceiptDedup)).contains("operation_key    TEXT    NOT NULL,"));
     }
 
     #[test]
