@@ -129,13 +129,66 @@ mod tests {
 
     use super::*;
 
+    /// Each planted bug's file, its source, and the name and rule its type declares.
+    fn sources() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+        macro_rules! source {
+            ($file:literal, $bug:ty) => {
+                (
+                    $file,
+                    include_str!($file),
+                    <$bug as PlantedBug>::NAME,
+                    <$bug as PlantedBug>::RULE_BROKEN,
+                )
+            };
+        }
+        vec![
+            source!("receipt_first.rs", ReceiptFirst),
+            source!("key_per_attempt.rs", KeyPerAttempt),
+            source!("blind_retry_after_expiry.rs", BlindRetryAfterExpiry),
+            source!("no_receipt_dedup.rs", NoReceiptDedup),
+            source!("receipt_after.rs", ReceiptAfter),
+            source!("check_then_insert.rs", CheckThenInsert),
+            source!("per_delivery_dedup_key.rs", PerDeliveryDedupKey),
+            source!("rebuild_payload.rs", RebuildPayload),
+            source!("key_from_event.rs", KeyFromEvent),
+            source!("unfenced_completion.rs", UnfencedCompletion),
+            source!("short_lease.rs", ShortLease),
+            source!("receipt_only_guard.rs", ReceiptOnlyGuard),
+            source!("ack_before_commit.rs", AckBeforeCommit),
+            source!("call_inside_transaction.rs", CallInsideTransaction),
+            source!("outbox_on_other_connection.rs", OutboxOnOtherConnection),
+            source!("mark_sent_before_call.rs", MarkSentBeforeCall),
+            source!("new_key_after_error.rs", NewKeyAfterError),
+            source!("unverified_signature.rs", UnverifiedSignature),
+            source!("future_timestamp_rejected.rs", FutureTimestampRejected),
+        ]
+    }
+
     #[test]
     fn names_are_unique_and_every_bug_is_registered_once() {
         let names: Vec<String> = all().iter().map(|system| system.name().to_owned()).collect();
         let unique: BTreeSet<&String> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), sources().len());
         assert!(!names.iter().any(|name| name == "reference"));
+    }
+
+    #[test]
+    fn each_module_doc_opens_with_the_rule_its_bug_breaks() {
+        for (file, source, name, rule) in sources() {
+            let doc: Vec<&str> = source
+                .lines()
+                .map_while(|line| line.strip_prefix("//!"))
+                .map(str::trim)
+                .take_while(|line| !line.is_empty())
+                .collect();
+            let first_paragraph = doc.join(" ");
+            assert_eq!(
+                first_paragraph,
+                format!("`{name}`: {rule}."),
+                "{file}: the module doc must open with the bug's name and the rule it breaks"
+            );
+        }
     }
 
     #[test]
