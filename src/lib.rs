@@ -5,21 +5,24 @@
 //! - [`env`]: the runtime interface ([`env::Env`]) every other module is written against; under
 //!   simulation each awaited call is a scheduling point.
 //! - [`schema`]: the tables (accounts, receipts, orders, outbox) and their column order.
-//! - [`receiver`]: one delivery in, one `BEGIN IMMEDIATE` transaction, one answer out.
-//! - [`relay`]: claim an obligation under a fenced lease, call the provider, record the outcome.
+//! - [`receiver`]: one delivery in, one `BEGIN IMMEDIATE` transaction, one answer out, written as
+//!   named steps ([`receiver::ReceiverSteps`]) a variant can override one at a time.
+//! - [`relay`]: claim an obligation under a fenced lease, call the provider, record the outcome,
+//!   written as named steps ([`relay::RelaySteps`]) likewise.
+//! - [`reference`]: [`reference::Reference`], the type that takes every step as the reference
+//!   defines it.
 //! - [`purge`]: delete old receipts, never business state.
 //! - [`provider`]: the downstream provider's contract (requests, replies, payload format).
-//! - [`planted`]: the deliberately broken variants used to prove the simulator finds bugs.
 //! - [`realtime`]: an `Env` over a real SQLite file and the wall clock.
 //! - [`signature`]: Standard Webhooks signatures: sign a delivery, verify one against a set of
 //!   secrets and a timestamp tolerance.
 
 pub mod env;
-pub mod planted;
 pub mod provider;
 pub mod purge;
 pub mod realtime;
 pub mod receiver;
+pub mod reference;
 pub mod relay;
 pub mod schema;
 pub mod signature;

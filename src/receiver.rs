@@ -22,16 +22,20 @@
 //! never apply (unknown account or order, unreadable or invalid body, an event id reused with a
 //! different body) without changing anything.
 //!
+//! The receiver is written as named steps, the default methods of [`ReceiverSteps`]: authenticate
+//! the delivery, record the receipt, apply the transition, enqueue the obligation, commit and
+//! answer. [`receive`] runs them as they are; [`receive_with`] runs a variant that overrides some
+//! of them, so that a variant reads as a small change against this module.
+//!
 //! The receiver must not call the provider (that is the relay's job, outside any transaction) and
-//! must not answer success for work that has not committed. The planted bugs below are marked
-//! where they deviate; with `planted_bug == None` none of them runs.
+//! must not answer success for work that has not committed.
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::env::{DbError, Env, Value, int, text};
-use crate::planted::PlantedBug;
-use crate::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
+use crate::provider::FulfillmentPayload;
+use crate::reference::Reference;
 use crate::signature::{self, SigningSecret, VerifyError, WebhookHeaders};
 
 /// A payment captured: the order is paid and a shipment is owed.
@@ -127,64 +131,7 @@ impl ReceiverSettings {
 /// event, and the event names the endpoint's account. Returns the event, or the answer refusing
 /// the delivery. Runs no statement, so a refused delivery changes nothing whatever happens.
 pub fn authenticate(env: &dyn Env, delivery: &WebhookDelivery) -> Result<WebhookEvent, Answer> {
-    authenticate_planted(env, delivery, None)
-}
-
-/// [`authenticate`], with the planted bugs that break it.
-fn authenticate_planted(
-    env: &dyn Env,
-    delivery: &WebhookDelivery,
-    planted_bug: Option<PlantedBug>,
-) -> Result<WebhookEvent, Answer> {
-    if planted_bug == Some(PlantedBug::UnverifiedSignature) {
-        // PLANTED BUG unverified-signature: the body is parsed and trusted as it is.
-        return WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected);
-    }
-    let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
-        .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
-    if delivery.body.len() > settings.body_bytes_max {
-        return Err(Answer::TooLarge(format!(
-            "body of {} bytes exceeds the limit of {} bytes",
-            delivery.body.len(),
-            settings.body_bytes_max
-        )));
-    }
-    let now_s = env.now_ms().div_euclid(1_000);
-    signature::verify(
-        &settings.secrets,
-        &delivery.headers,
-        &delivery.body,
-        now_s,
-        settings.tolerance_s,
-    )
-    .map_err(|error| match error {
-        VerifyError::NoSecrets => Answer::Unauthorized(format!(
-            "no signing secret is configured for the endpoint of account {:?}",
-            delivery.endpoint
-        )),
-        other => Answer::Unauthorized(other.to_string()),
-    })?;
-    if planted_bug == Some(PlantedBug::FutureTimestampRejected)
-        && delivery
-            .headers
-            .timestamp
-            .parse::<i64>()
-            .is_ok_and(|timestamp_s| timestamp_s > now_s)
-    {
-        // PLANTED BUG future-timestamp-rejected: "a message from the future is forged", which
-        // forgets that the sender's clock may run a little ahead of this one.
-        return Err(Answer::Unauthorized(
-            "message timestamp is in the future".to_owned(),
-        ));
-    }
-    let event = WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected)?;
-    if event.account != delivery.endpoint {
-        return Err(Answer::Forbidden(format!(
-            "event names account {:?} but was posted to the endpoint of account {:?}",
-            event.account, delivery.endpoint
-        )));
-    }
-    Ok(event)
+    Reference.authenticate(env, delivery)
 }
 
 /// The event inside a delivery's body.
@@ -328,16 +275,6 @@ impl std::fmt::Display for Answer {
     }
 }
 
-/// What the transaction decided, before COMMIT.
-enum Decision {
-    Commit(SuccessKind),
-    Reject(String),
-}
-
-/// An obligation to insert after the main transaction (the planted
-/// `outbox-on-other-connection` bug only).
-type Deferred = Option<(String, String)>;
-
 /// A hex digest of the raw body, stored with the receipt to notice a reused event id.
 pub fn body_digest(body: &[u8]) -> String {
     const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -349,236 +286,119 @@ pub fn body_digest(body: &[u8]) -> String {
     text
 }
 
-/// Handles one delivery. `planted_bug` is `None` in production.
-pub async fn receive(env: &dyn Env, delivery: &WebhookDelivery, planted_bug: Option<PlantedBug>) -> Answer {
-    let event = match authenticate_planted(env, delivery, planted_bug) {
+/// A delivery that got through the door, with what the steps after it need.
+#[derive(Debug, Clone)]
+pub struct Incoming<'a> {
+    pub delivery: &'a WebhookDelivery,
+    /// The event the body holds.
+    pub event: WebhookEvent,
+    /// [`body_digest`] of the raw body, stored with the receipt.
+    pub digest: String,
+}
+
+/// What recording the receipt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// The event is new: the transaction is open and the event is to be applied in it.
+    New,
+    /// The transaction is open and the delivery is settled without applying anything (a
+    /// duplicate, or an event id reused with another body).
+    Seen(Decision),
+    /// No transaction is open (it could not begin, or was never needed): this is the answer.
+    Answered(Answer),
+}
+
+/// What the open transaction is to do at its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Commit, then answer this kind of success.
+    Commit(SuccessKind),
+    /// Roll back and reject the delivery for this reason.
+    Reject(String),
+}
+
+/// What applying the event to its order did, inside the open transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The order moved. `tenant` owns it; `now_ms` is the time the transition stamped, which the
+    /// obligation it creates (if any) carries too.
+    Moved { tenant: String, now_ms: i64 },
+    /// The order did not move: no transition was due, or the event names an unknown account or
+    /// order.
+    Settled(Decision),
+}
+
+/// Work owed to the provider, as the receiver enqueues it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obligation {
+    /// The business operation's key ([`FulfillmentPayload::operation_key`]), never the event's.
+    pub operation_key: String,
+    /// The [`FulfillmentPayload`] as JSON, sent as it is on every attempt.
+    pub payload: String,
+    /// When it became owed: the time of the transaction that created it.
+    pub created_ms: i64,
+}
+
+/// Everything the transaction did, decided before COMMIT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub decision: Decision,
+    /// The obligation this delivery created, which [`ReceiverSteps::enqueue_obligation`] was
+    /// given inside the transaction.
+    pub obligation: Option<Obligation>,
+}
+
+/// Handles one delivery with the reference's steps.
+pub async fn receive(env: &dyn Env, delivery: &WebhookDelivery) -> Answer {
+    receive_with(&Reference, env, delivery).await
+}
+
+/// Handles one delivery with `steps`: authenticate, record the receipt, apply the event, commit
+/// and answer.
+pub async fn receive_with<S: ReceiverSteps>(steps: &S, env: &dyn Env, delivery: &WebhookDelivery) -> Answer {
+    let event = match steps.authenticate(env, delivery) {
         Ok(event) => event,
         Err(answer) => return answer,
     };
-    let digest = body_digest(&delivery.body);
-    match planted_bug {
-        Some(PlantedBug::ReceiptFirst) => return receive_receipt_first(env, &event, &digest).await,
-        Some(PlantedBug::CheckThenInsert) => return receive_check_then_insert(env, &event, &digest).await,
-        Some(PlantedBug::ReceiptAfter) => return receive_receipt_after(env, &event, &digest).await,
-        _ => {}
-    }
-    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
-        return Answer::RetryLater(format!("could not begin: {error}"));
-    }
-    let decision = match record_receipt(env, &event, &digest, delivery, planted_bug).await {
-        Ok(None) => apply_event(env, &event, planted_bug).await,
-        Ok(Some(decision)) => Ok((decision, None)),
+    let incoming = Incoming {
+        delivery,
+        digest: body_digest(&delivery.body),
+        event,
+    };
+    let outcome = match steps.record_receipt(env, &incoming).await {
+        Ok(Recorded::New) => apply_event(steps, env, &incoming.event).await,
+        Ok(Recorded::Seen(decision)) => Ok(Outcome {
+            decision,
+            obligation: None,
+        }),
+        Ok(Recorded::Answered(answer)) => return answer,
         Err(error) => Err(error),
     };
-    if planted_bug == Some(PlantedBug::AckBeforeCommit)
-        && let Ok((Decision::Commit(kind), _)) = decision
-    {
-        // PLANTED BUG ack-before-commit: the answer goes out with the transaction still open;
-        // the web framework commits it after writing the response.
-        return Answer::Success(kind);
-    }
-    finish(env, decision).await
+    steps.commit_and_answer(env, &incoming, outcome).await
 }
 
-/// Records the receipt inside the open transaction. `Ok(None)` means the event is new and must be
-/// applied; `Ok(Some(decision))` settles the delivery (a duplicate, or a conflicting reuse).
-async fn record_receipt(
+/// Applies a new event to its order inside the open transaction and, for a payment that moved
+/// the order, enqueues the obligation it creates.
+async fn apply_event<S: ReceiverSteps>(
+    steps: &S,
     env: &dyn Env,
     event: &WebhookEvent,
-    digest: &str,
-    delivery: &WebhookDelivery,
-    planted_bug: Option<PlantedBug>,
-) -> Result<Option<Decision>, DbError> {
-    let now_ms = env.now_ms();
-    if planted_bug == Some(PlantedBug::NoReceiptDedup) {
-        // PLANTED BUG no-receipt-dedup: every delivery is recorded and processed.
-        env.execute(
-            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4)",
-            &[text(&event.account), text(&event.id), int(now_ms), text(digest)],
-        )
-        .await?;
-        return Ok(None);
-    }
-    if planted_bug == Some(PlantedBug::PerDeliveryDedupKey) {
-        // PLANTED BUG per-delivery-dedup-key: the attempt's timestamp makes every retry "new".
-        let delivery_id = format!("{}@{}", delivery.headers.id, delivery.headers.timestamp);
-        let inserted = env
-            .execute(
-                "INSERT INTO receipts (account, event_id, received_ms, body_digest, delivery_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (account, delivery_id) DO NOTHING",
-                &[
-                    text(&event.account),
-                    text(&event.id),
-                    int(now_ms),
-                    text(digest),
-                    text(&delivery_id),
-                ],
-            )
-            .await?;
-        return Ok((inserted == 0).then_some(Decision::Commit(SuccessKind::Duplicate)));
-    }
-    let inserted = env
-        .execute(
-            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (account, event_id) DO NOTHING",
-            &[text(&event.account), text(&event.id), int(now_ms), text(digest)],
-        )
-        .await?;
-    if inserted == 1 {
-        return Ok(None);
-    }
-    duplicate_or_conflict(env, event, digest).await.map(Some)
-}
-
-/// An existing receipt: a duplicate if the body is the same, a conflict if it is not.
-async fn duplicate_or_conflict(
-    env: &dyn Env,
-    event: &WebhookEvent,
-    digest: &str,
-) -> Result<Decision, DbError> {
-    let stored = env
-        .query(
-            "SELECT body_digest FROM receipts WHERE account = ?1 AND event_id = ?2",
-            &[text(&event.account), text(&event.id)],
-        )
-        .await?;
-    match stored.first() {
-        Some(row) if row.text(0)? != digest => Ok(Decision::Reject(format!(
-            "event {} was already received with a different body",
-            event.id
-        ))),
-        _ => Ok(Decision::Commit(SuccessKind::Duplicate)),
-    }
-}
-
-/// Commits or rolls back the open transaction according to `decision` and answers.
-async fn finish(env: &dyn Env, decision: Result<(Decision, Deferred), DbError>) -> Answer {
-    match decision {
-        Ok((Decision::Commit(kind), deferred)) => match env.execute("COMMIT", &[]).await {
-            Ok(_) => match deferred {
-                None => Answer::Success(kind),
-                Some((key, payload)) => {
-                    // PLANTED BUG outbox-on-other-connection: the obligation commits on its own.
-                    match insert_obligation(env, &key, &payload, env.now_ms(), false).await {
-                        Ok(()) => Answer::Success(kind),
-                        Err(error) => Answer::RetryLater(error.to_string()),
-                    }
-                }
-            },
-            Err(error) => {
-                rollback(env).await;
-                Answer::RetryLater(format!("commit failed: {error}"))
-            }
-        },
-        Ok((Decision::Reject(reason), _)) => {
-            rollback(env).await;
-            Answer::Rejected(reason)
+) -> Result<Outcome, DbError> {
+    let (tenant, now_ms) = match steps.apply_transition(env, event).await? {
+        Transition::Moved { tenant, now_ms } => (tenant, now_ms),
+        Transition::Settled(decision) => {
+            return Ok(Outcome {
+                decision,
+                obligation: None,
+            });
         }
-        Err(error) => {
-            rollback(env).await;
-            Answer::RetryLater(error.to_string())
-        }
-    }
-}
-
-/// Applies a new event to its order inside the open transaction.
-async fn apply_event(
-    env: &dyn Env,
-    event: &WebhookEvent,
-    planted_bug: Option<PlantedBug>,
-) -> Result<(Decision, Deferred), DbError> {
-    let tenants = env
-        .query(
-            "SELECT tenant FROM accounts WHERE account = ?1",
-            &[text(&event.account)],
-        )
-        .await?;
-    let Some(tenant_row) = tenants.first() else {
-        return Ok((
-            Decision::Reject(format!("unknown account {:?}", event.account)),
-            None,
-        ));
     };
-    let tenant = tenant_row.text(0)?.to_owned();
-    // The planted bugs that trust receipts (or their own keys) instead of the order's state drop
-    // the status guard.
-    let unguarded = matches!(
-        planted_bug,
-        Some(PlantedBug::NoReceiptDedup | PlantedBug::ReceiptOnlyGuard)
-    );
-    let now_ms = env.now_ms();
-    let order_key = [text(&tenant), text(&event.order)];
-    let (sql, extra): (&str, Vec<Value>) = match event.kind.as_str() {
-        PAYMENT_SUCCEEDED if unguarded => (
-            "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        // PLANTED BUG key-from-event: "ensure paid", then enqueue work keyed by the event.
-        PAYMENT_SUCCEEDED if planted_bug == Some(PlantedBug::KeyFromEvent) => (
-            "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
-             AND status IN ('awaiting_payment', 'paid') RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        PAYMENT_SUCCEEDED => (
-            "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
-             AND status = 'awaiting_payment' RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        CHARGE_REFUNDED if unguarded => (
-            "UPDATE orders SET status = 'refunded', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        CHARGE_REFUNDED => (
-            "UPDATE orders SET status = 'refunded', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
-             AND status IN ('awaiting_payment', 'paid') RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        ORDER_CANCELLED if unguarded => (
-            "UPDATE orders SET status = 'cancelled', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        ORDER_CANCELLED => (
-            "UPDATE orders SET status = 'cancelled', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
-             AND status = 'awaiting_payment' RETURNING 1",
-            vec![int(now_ms)],
-        ),
-        _ if unguarded => (
-            "UPDATE orders SET amount_cents = ?3, amount_version_ms = ?4, updated_ms = ?5 \
-             WHERE tenant = ?1 AND id = ?2 RETURNING 1",
-            vec![
-                int(event.amount_cents.unwrap_or(0)),
-                int(event.created_ms),
-                int(now_ms),
-            ],
-        ),
-        // An update applies only if it is newer than the one that set the amount, so arrival
-        // order does not decide the final amount.
-        _ => (
-            "UPDATE orders SET amount_cents = ?3, amount_version_ms = ?4, updated_ms = ?5 \
-             WHERE tenant = ?1 AND id = ?2 AND amount_version_ms < ?4 RETURNING 1",
-            vec![
-                int(event.amount_cents.unwrap_or(0)),
-                int(event.created_ms),
-                int(now_ms),
-            ],
-        ),
-    };
-    let params: Vec<Value> = order_key.iter().cloned().chain(extra).collect();
-    let changed = env.query(sql, &params).await?;
-    if changed.is_empty() {
-        let existing = env
-            .query("SELECT 1 FROM orders WHERE tenant = ?1 AND id = ?2", &order_key)
-            .await?;
-        if existing.is_empty() {
-            return Ok((
-                Decision::Reject(format!("unknown order {:?} for tenant {tenant:?}", event.order)),
-                None,
-            ));
-        }
-        return Ok((Decision::Commit(SuccessKind::NoTransition), None));
-    }
+    let applied = Decision::Commit(SuccessKind::Applied);
     if event.kind != PAYMENT_SUCCEEDED {
-        return Ok((Decision::Commit(SuccessKind::Applied), None));
+        return Ok(Outcome {
+            decision: applied,
+            obligation: None,
+        });
     }
     let payload = FulfillmentPayload {
         tenant,
@@ -587,168 +407,261 @@ async fn apply_event(
         version: 1,
         amount_cents: event.amount_cents.unwrap_or(0),
     };
-    let key = if planted_bug == Some(PlantedBug::KeyFromEvent) {
-        format!("{}/{}/fulfill", event.account, event.id)
-    } else {
-        payload.operation_key()
+    let obligation = Obligation {
+        operation_key: steps.operation_key(event, &payload),
+        payload: payload.to_json(),
+        created_ms: now_ms,
     };
-    match planted_bug {
-        Some(PlantedBug::CallInsideTransaction) => {
-            // PLANTED BUG call-inside-transaction: no outbox; the provider is called with the
-            // write transaction open.
-            let call = ProviderCall {
-                request: ProviderRequest::Send {
-                    idempotency_key: key,
-                    payload: payload.to_json(),
-                },
-                timeout_ms: 10_000,
-            };
-            match env.call_provider(&call).await {
-                Ok(ProviderReply::Accepted { .. }) => Ok((Decision::Commit(SuccessKind::Applied), None)),
-                Ok(other) => Err(DbError::Other(format!("provider answered {other:?}"))),
-                Err(error) => Err(DbError::Other(error.to_string())),
+    steps.enqueue_obligation(env, &obligation).await?;
+    Ok(Outcome {
+        decision: applied,
+        obligation: Some(obligation),
+    })
+}
+
+/// The receiver's steps, in the order [`receive_with`] runs them. Every default method is the
+/// reference; a variant overrides the steps it changes, and may call a step on
+/// [`Reference`] for the reference's behaviour around its change.
+// The futures run on the one thread of their `Env` (which is not `Send` either), so the
+// auto-trait bounds `async fn` in a public trait cannot express are never needed.
+#[allow(async_fn_in_trait)]
+pub trait ReceiverSteps {
+    /// The door: see [`authenticate`]. Runs no statement.
+    fn authenticate(&self, env: &dyn Env, delivery: &WebhookDelivery) -> Result<WebhookEvent, Answer> {
+        let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
+            .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
+        if delivery.body.len() > settings.body_bytes_max {
+            return Err(Answer::TooLarge(format!(
+                "body of {} bytes exceeds the limit of {} bytes",
+                delivery.body.len(),
+                settings.body_bytes_max
+            )));
+        }
+        let now_s = env.now_ms().div_euclid(1_000);
+        self.verify_signature(delivery, &settings, now_s)?;
+        let event = WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected)?;
+        if event.account != delivery.endpoint {
+            return Err(Answer::Forbidden(format!(
+                "event names account {:?} but was posted to the endpoint of account {:?}",
+                event.account, delivery.endpoint
+            )));
+        }
+        Ok(event)
+    }
+
+    /// Part of the door: the signature verifies against one of the endpoint's secrets, and its
+    /// timestamp is within the tolerance of `now_s` either way (the sender's clock may run a
+    /// little ahead of this one as well as behind).
+    fn verify_signature(
+        &self,
+        delivery: &WebhookDelivery,
+        settings: &ReceiverSettings,
+        now_s: i64,
+    ) -> Result<(), Answer> {
+        signature::verify(
+            &settings.secrets,
+            &delivery.headers,
+            &delivery.body,
+            now_s,
+            settings.tolerance_s,
+        )
+        .map_err(|error| match error {
+            VerifyError::NoSecrets => Answer::Unauthorized(format!(
+                "no signing secret is configured for the endpoint of account {:?}",
+                delivery.endpoint
+            )),
+            other => Answer::Unauthorized(other.to_string()),
+        })
+    }
+
+    /// Begins the write transaction and records the receipt in it. A known event is a duplicate
+    /// if its body is the same and a conflict if it is not; either way nothing is applied.
+    async fn record_receipt(&self, env: &dyn Env, incoming: &Incoming<'_>) -> Result<Recorded, DbError> {
+        if let Err(answer) = begin(env).await {
+            return Ok(Recorded::Answered(answer));
+        }
+        if insert_receipt(env, incoming).await? {
+            return Ok(Recorded::New);
+        }
+        duplicate_or_conflict(env, incoming).await.map(Recorded::Seen)
+    }
+
+    /// Applies the event to its order through the statement of [`Self::transition_statement`],
+    /// inside the open transaction, after finding the tenant the account may touch.
+    async fn apply_transition(&self, env: &dyn Env, event: &WebhookEvent) -> Result<Transition, DbError> {
+        let tenants = env
+            .query(
+                "SELECT tenant FROM accounts WHERE account = ?1",
+                &[text(&event.account)],
+            )
+            .await?;
+        let Some(tenant_row) = tenants.first() else {
+            let unknown = format!("unknown account {:?}", event.account);
+            return Ok(Transition::Settled(Decision::Reject(unknown)));
+        };
+        let tenant = tenant_row.text(0)?.to_owned();
+        let now_ms = env.now_ms();
+        let order_key = [text(&tenant), text(&event.order)];
+        let extra = match event.kind.as_str() {
+            PAYMENT_SUCCEEDED | CHARGE_REFUNDED | ORDER_CANCELLED => vec![int(now_ms)],
+            _ => vec![
+                int(event.amount_cents.unwrap_or(0)),
+                int(event.created_ms),
+                int(now_ms),
+            ],
+        };
+        let params: Vec<Value> = order_key.iter().cloned().chain(extra).collect();
+        let changed = env.query(self.transition_statement(&event.kind), &params).await?;
+        if !changed.is_empty() {
+            return Ok(Transition::Moved { tenant, now_ms });
+        }
+        let existing = env
+            .query("SELECT 1 FROM orders WHERE tenant = ?1 AND id = ?2", &order_key)
+            .await?;
+        if existing.is_empty() {
+            let unknown = format!("unknown order {:?} for tenant {tenant:?}", event.order);
+            return Ok(Transition::Settled(Decision::Reject(unknown)));
+        }
+        Ok(Transition::Settled(Decision::Commit(SuccessKind::NoTransition)))
+    }
+
+    /// The guarded `UPDATE ... RETURNING 1` that applies an event of `kind` to its order. Its
+    /// parameters are the tenant, the order and the time, or, for `order.updated`, the tenant,
+    /// the order, the amount, the update's creation time and the time. The guard (the order's
+    /// status, the amount's version) is what keeps a second obligation out once receipts are
+    /// purged.
+    fn transition_statement(&self, kind: &str) -> &'static str {
+        match kind {
+            PAYMENT_SUCCEEDED => {
+                "UPDATE orders SET status = 'paid', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+                 AND status = 'awaiting_payment' RETURNING 1"
+            }
+            CHARGE_REFUNDED => {
+                "UPDATE orders SET status = 'refunded', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+                 AND status IN ('awaiting_payment', 'paid') RETURNING 1"
+            }
+            ORDER_CANCELLED => {
+                "UPDATE orders SET status = 'cancelled', updated_ms = ?3 WHERE tenant = ?1 AND id = ?2 \
+                 AND status = 'awaiting_payment' RETURNING 1"
+            }
+            // An update applies only if it is newer than the one that set the amount, so arrival
+            // order does not decide the final amount.
+            _ => {
+                "UPDATE orders SET amount_cents = ?3, amount_version_ms = ?4, updated_ms = ?5 \
+                 WHERE tenant = ?1 AND id = ?2 AND amount_version_ms < ?4 RETURNING 1"
             }
         }
-        Some(PlantedBug::OutboxOnOtherConnection) => Ok((
-            Decision::Commit(SuccessKind::Applied),
-            Some((key, payload.to_json())),
-        )),
-        _ => {
-            let unique = planted_bug != Some(PlantedBug::NoReceiptDedup);
-            insert_obligation(env, &key, &payload.to_json(), now_ms, unique).await?;
-            Ok((Decision::Commit(SuccessKind::Applied), None))
+    }
+
+    /// The key the obligation for `payload` is stored and sent under: the business operation's,
+    /// so that every event about one operation (twins, redeliveries) meets the same row.
+    fn operation_key(&self, event: &WebhookEvent, payload: &FulfillmentPayload) -> String {
+        let _ = event;
+        payload.operation_key()
+    }
+
+    /// Inserts the owed obligation inside the open transaction. A conflict on the key keeps the
+    /// first row (the order guard should have made it impossible; keeping the first row is still
+    /// right).
+    async fn enqueue_obligation(&self, env: &dyn Env, obligation: &Obligation) -> Result<(), DbError> {
+        env.execute(
+            "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms) \
+             VALUES (?1, ?2, 'pending', ?3, ?3) ON CONFLICT (operation_key) DO NOTHING",
+            &[
+                text(&obligation.operation_key),
+                text(&obligation.payload),
+                int(obligation.created_ms),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Commits or rolls back the open transaction as `outcome` says, and answers: success only
+    /// once COMMIT has returned.
+    async fn commit_and_answer(
+        &self,
+        env: &dyn Env,
+        incoming: &Incoming<'_>,
+        outcome: Result<Outcome, DbError>,
+    ) -> Answer {
+        let _ = incoming;
+        let decision = match outcome {
+            Ok(outcome) => outcome.decision,
+            Err(error) => {
+                rollback(env).await;
+                return Answer::RetryLater(error.to_string());
+            }
+        };
+        match decision {
+            Decision::Commit(kind) => match env.execute("COMMIT", &[]).await {
+                Ok(_) => Answer::Success(kind),
+                Err(error) => {
+                    rollback(env).await;
+                    Answer::RetryLater(format!("commit failed: {error}"))
+                }
+            },
+            Decision::Reject(reason) => {
+                rollback(env).await;
+                Answer::Rejected(reason)
+            }
         }
     }
 }
 
-/// Inserts an owed obligation. With `unique`, a conflict on the key keeps the first row (the
-/// order guard should have made it impossible; keeping the first row is still right).
-async fn insert_obligation(
-    env: &dyn Env,
-    key: &str,
-    payload: &str,
-    now_ms: i64,
-    unique: bool,
-) -> Result<(), DbError> {
-    let sql = if unique {
-        "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms) \
-         VALUES (?1, ?2, 'pending', ?3, ?3) ON CONFLICT (operation_key) DO NOTHING"
-    } else {
-        "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms) \
-         VALUES (?1, ?2, 'pending', ?3, ?3)"
-    };
-    env.execute(sql, &[text(key), text(payload), int(now_ms)]).await?;
-    Ok(())
+impl ReceiverSteps for Reference {}
+
+/// Begins the write transaction. `IMMEDIATE` takes the write lock now, so two deliveries of one
+/// event queue here rather than both reading before either writes. The `Err` is the answer to
+/// give when the database is busy or gone.
+pub async fn begin(env: &dyn Env) -> Result<(), Answer> {
+    match env.execute("BEGIN IMMEDIATE", &[]).await {
+        Ok(_) => Ok(()),
+        Err(error) => Err(Answer::RetryLater(format!("could not begin: {error}"))),
+    }
+}
+
+/// Inserts the receipt of `incoming`'s event unless the event already has one, and returns
+/// whether it was new.
+pub async fn insert_receipt(env: &dyn Env, incoming: &Incoming<'_>) -> Result<bool, DbError> {
+    let event = &incoming.event;
+    let inserted = env
+        .execute(
+            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (account, event_id) DO NOTHING",
+            &[
+                text(&event.account),
+                text(&event.id),
+                int(env.now_ms()),
+                text(&incoming.digest),
+            ],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// An existing receipt: a duplicate if the body is the same, a conflict if it is not.
+async fn duplicate_or_conflict(env: &dyn Env, incoming: &Incoming<'_>) -> Result<Decision, DbError> {
+    let event = &incoming.event;
+    let stored = env
+        .query(
+            "SELECT body_digest FROM receipts WHERE account = ?1 AND event_id = ?2",
+            &[text(&event.account), text(&event.id)],
+        )
+        .await?;
+    match stored.first() {
+        Some(row) if row.text(0)? != incoming.digest => Ok(Decision::Reject(format!(
+            "event {} was already received with a different body",
+            event.id
+        ))),
+        _ => Ok(Decision::Commit(SuccessKind::Duplicate)),
+    }
 }
 
 /// Rolls back the open transaction, if any. A failure here means there was nothing to roll back
 /// or the connection is gone; either way no state of ours survives.
 async fn rollback(env: &dyn Env) {
     let _ = env.execute("ROLLBACK", &[]).await;
-}
-
-/// PLANTED BUG receipt-first: the receipt commits on its own, then the work runs in a second
-/// transaction. A crash or a busy database between the two leaves a receipt that turns every
-/// redelivery into a "duplicate" while the work was never done.
-async fn receive_receipt_first(env: &dyn Env, event: &WebhookEvent, digest: &str) -> Answer {
-    let inserted = env
-        .execute(
-            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (account, event_id) DO NOTHING",
-            &[
-                text(&event.account),
-                text(&event.id),
-                int(env.now_ms()),
-                text(digest),
-            ],
-        )
-        .await;
-    match inserted {
-        Ok(0) => return Answer::Success(SuccessKind::Duplicate),
-        Ok(_) => {}
-        Err(error) => return Answer::RetryLater(error.to_string()),
-    }
-    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
-        return Answer::RetryLater(format!("could not begin: {error}"));
-    }
-    let decision = apply_event(env, event, None).await;
-    finish(env, decision).await
-}
-
-/// PLANTED BUG check-then-insert: the receipt is looked up before the write transaction, so two
-/// concurrent deliveries both see "new" and both insert one (the table has no unique index).
-async fn receive_check_then_insert(env: &dyn Env, event: &WebhookEvent, digest: &str) -> Answer {
-    let seen = env
-        .query(
-            "SELECT 1 FROM receipts WHERE account = ?1 AND event_id = ?2 LIMIT 1",
-            &[text(&event.account), text(&event.id)],
-        )
-        .await;
-    match seen {
-        Ok(rows) if !rows.is_empty() => return Answer::Success(SuccessKind::Duplicate),
-        Ok(_) => {}
-        Err(error) => return Answer::RetryLater(error.to_string()),
-    }
-    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
-        return Answer::RetryLater(format!("could not begin: {error}"));
-    }
-    let inserted = env
-        .execute(
-            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4)",
-            &[
-                text(&event.account),
-                text(&event.id),
-                int(env.now_ms()),
-                text(digest),
-            ],
-        )
-        .await;
-    let decision = match inserted {
-        Ok(_) => apply_event(env, event, None).await,
-        Err(error) => Err(error),
-    };
-    finish(env, decision).await
-}
-
-/// PLANTED BUG receipt-after: the order and the outbox commit first; the receipt follows in a
-/// second transaction, so for a while (or, after a crash, for good) the work exists without the
-/// receipt that should have committed with it.
-async fn receive_receipt_after(env: &dyn Env, event: &WebhookEvent, digest: &str) -> Answer {
-    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
-        return Answer::RetryLater(format!("could not begin: {error}"));
-    }
-    let seen = env
-        .query(
-            "SELECT 1 FROM receipts WHERE account = ?1 AND event_id = ?2",
-            &[text(&event.account), text(&event.id)],
-        )
-        .await;
-    let decision = match seen {
-        Ok(rows) if !rows.is_empty() => Ok((Decision::Commit(SuccessKind::Duplicate), None)),
-        Ok(_) => apply_event(env, event, None).await,
-        Err(error) => Err(error),
-    };
-    let answer = finish(env, decision).await;
-    if answer != Answer::Success(SuccessKind::Applied) && answer != Answer::Success(SuccessKind::NoTransition)
-    {
-        return answer;
-    }
-    let recorded = env
-        .execute(
-            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (account, event_id) DO NOTHING",
-            &[
-                text(&event.account),
-                text(&event.id),
-                int(env.now_ms()),
-                text(digest),
-            ],
-        )
-        .await;
-    match recorded {
-        Ok(_) => answer,
-        Err(error) => Answer::RetryLater(error.to_string()),
-    }
 }
 
 #[cfg(test)]

@@ -11,13 +11,18 @@
 //! the key up before sending again, because a forgotten key would turn the retry into a second
 //! effect.
 //!
+//! The relay is written as named steps, the default methods of [`RelaySteps`]: claim, choose the
+//! key, reconcile with the provider, send, complete, with the lease they run under. [`run_worker`]
+//! runs them as they are; [`run_worker_with`] runs a variant that overrides some of them, so that
+//! a variant reads as a small change against this module.
+//!
 //! The relay must not hold a transaction open across a provider call, must not rebuild the payload
 //! or mint a new key, and must not mark an obligation done before the provider confirmed the
 //! effect.
 
 use crate::env::{DbError, Env, Row, Value, int, text};
-use crate::planted::PlantedBug;
-use crate::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
+use crate::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
+use crate::reference::Reference;
 
 /// How a relay worker behaves. All durations are in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -87,33 +92,41 @@ pub enum Pass {
 }
 
 /// An obligation this worker holds the lease on.
-#[derive(Debug, Clone)]
-struct Claim {
-    operation_key: String,
-    payload: String,
-    lease_token: i64,
-    attempts: i64,
-    first_attempt_ms: i64,
-    last_error: Option<String>,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub operation_key: String,
+    /// The payload persisted with the obligation.
+    pub payload: String,
+    /// The fencing token of this worker's lease; every write about the outcome carries it.
+    pub lease_token: i64,
+    /// Attempts so far, this one included.
+    pub attempts: i64,
+    /// When the obligation was first claimed: no later than the provider's first sight of its key.
+    pub first_attempt_ms: i64,
+    /// Why the previous attempt failed, if one did.
+    pub last_error: Option<String>,
 }
 
-/// The settings a worker actually runs with: the given ones, unless a planted bug overrides them.
-fn effective(settings: &RelaySettings, planted_bug: Option<PlantedBug>) -> RelaySettings {
-    let mut effective = settings.clone();
-    if planted_bug == Some(PlantedBug::ShortLease) {
-        // PLANTED BUG short-lease: a lease a tenth of the call timeout and no heartbeat, so a slow
-        // call outlives it and a second worker claims the obligation mid-call.
-        effective.lease_ms = (settings.call_timeout_ms / 10).max(1);
-    }
-    effective
+/// What reconciling a claim with the provider decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reconciled {
+    /// Go on and send the request.
+    Send,
+    /// The claim is settled (completed, rescheduled or lost to another worker): send nothing.
+    Settled,
 }
 
-/// Runs a relay worker forever. It only returns if the future is dropped (a crash or shutdown).
-pub async fn run_worker(env: &dyn Env, settings: &RelaySettings, planted_bug: Option<PlantedBug>) {
-    let settings = &effective(settings, planted_bug);
+/// Runs a relay worker with the reference's steps forever. It only returns if the future is
+/// dropped (a crash or shutdown).
+pub async fn run_worker(env: &dyn Env, settings: &RelaySettings) {
+    run_worker_with(&Reference, env, settings).await
+}
+
+/// Runs a relay worker with `steps` forever. It only returns if the future is dropped.
+pub async fn run_worker_with<S: RelaySteps>(steps: &S, env: &dyn Env, settings: &RelaySettings) {
     let mut idle_poll_ms = settings.idle_poll_min_ms;
     loop {
-        match relay_once(env, settings, planted_bug).await {
+        match relay_once_with(steps, env, settings).await {
             Ok(Pass::Worked) => idle_poll_ms = settings.idle_poll_min_ms,
             Ok(Pass::Idle { next_due_ms }) => {
                 let until_due_ms = next_due_ms.map_or(i64::MAX, |due| due - env.now_ms());
@@ -128,11 +141,18 @@ pub async fn run_worker(env: &dyn Env, settings: &RelaySettings, planted_bug: Op
     }
 }
 
-/// Finds the earliest due obligation and, if one is due now, claims and processes it.
-pub async fn relay_once(
+/// One pass of the reference worker: finds the earliest due obligation and, if one is due now,
+/// claims and processes it.
+pub async fn relay_once(env: &dyn Env, settings: &RelaySettings) -> Result<Pass, DbError> {
+    relay_once_with(&Reference, env, settings).await
+}
+
+/// One pass of a worker with `steps`: finds the earliest due obligation and, if one is due now,
+/// claims it, chooses the key, reconciles, sends and records the outcome.
+pub async fn relay_once_with<S: RelaySteps>(
+    steps: &S,
     env: &dyn Env,
     settings: &RelaySettings,
-    planted_bug: Option<PlantedBug>,
 ) -> Result<Pass, DbError> {
     let now_ms = env.now_ms();
     let due = env
@@ -152,156 +172,188 @@ pub async fn relay_once(
         });
     }
     let operation_key = row.text(0)?.to_owned();
-    if let Some(claim) = claim(env, settings, &operation_key).await? {
-        process(env, settings, claim, planted_bug).await?;
+    let Some(claim) = steps.claim(env, settings, &operation_key).await? else {
+        return Ok(Pass::Worked);
+    };
+    let idempotency_key = steps.idempotency_key(&claim);
+    if steps.reconcile(env, settings, &claim, &idempotency_key).await? == Reconciled::Send {
+        let payload = steps.payload(env, &claim).await?;
+        steps
+            .send(env, settings, &claim, idempotency_key, payload)
+            .await?;
     }
     Ok(Pass::Worked)
 }
 
-/// Takes the lease on `operation_key` if it is still owed, due and unleased. One statement, so
-/// the check and the write cannot be separated by another worker.
-async fn claim(
-    env: &dyn Env,
-    settings: &RelaySettings,
-    operation_key: &str,
-) -> Result<Option<Claim>, DbError> {
-    let now_ms = env.now_ms();
-    let params = [
-        text(env.process_id()),
-        int(now_ms),
-        int(now_ms + settings.lease_ms),
-        text(operation_key),
-    ];
-    let rows = env
-        .query(
-            "UPDATE outbox SET lease_owner = ?1, lease_token = lease_token + 1, \
-             lease_expires_ms = ?3, attempts = attempts + 1, \
-             first_attempt_ms = coalesce(first_attempt_ms, ?2) \
-             WHERE operation_key = ?4 AND status = 'pending' AND next_attempt_ms <= ?2 \
-             AND coalesce(lease_expires_ms, 0) <= ?2 \
-             RETURNING payload, lease_token, attempts, first_attempt_ms, last_error",
-            &params,
-        )
-        .await?;
-    let Some(row) = rows.first() else {
-        return Ok(None);
-    };
-    Ok(Some(Claim {
-        operation_key: operation_key.to_owned(),
-        payload: row.text(0)?.to_owned(),
-        lease_token: row.int(1)?,
-        attempts: row.int(2)?,
-        first_attempt_ms: row.int(3)?,
-        last_error: row.opt_text(4)?.map(str::to_owned),
-    }))
-}
-
-/// Calls the provider for a claimed obligation and records the outcome under the lease.
-async fn process(
-    env: &dyn Env,
-    settings: &RelaySettings,
-    claim: Claim,
-    planted_bug: Option<PlantedBug>,
-) -> Result<(), DbError> {
-    let idempotency_key = match planted_bug {
-        // PLANTED BUG key-per-attempt: a fresh key on every attempt.
-        Some(PlantedBug::KeyPerAttempt) => format!("{}#{}", claim.operation_key, claim.attempts),
-        // PLANTED BUG new-key-after-error: a fresh key once an attempt has failed.
-        Some(PlantedBug::NewKeyAfterError) if claim.last_error.is_some() => {
-            format!("{}#retry{}", claim.operation_key, claim.attempts)
-        }
-        _ => claim.operation_key.clone(),
-    };
-    if planted_bug == Some(PlantedBug::MarkSentBeforeCall) {
-        // PLANTED BUG mark-sent-before-call: the row says done before the provider has acted.
-        complete(env, &claim, "pending-confirmation", planted_bug).await?;
+/// The relay's steps, in the order [`relay_once_with`] runs them. Every default method is the
+/// reference; a variant overrides the steps it changes, and may call a step on [`Reference`] for
+/// the reference's behaviour around its change.
+// The futures run on the one thread of their `Env` (which is not `Send` either), so the
+// auto-trait bounds `async fn` in a public trait cannot express are never needed.
+#[allow(async_fn_in_trait)]
+pub trait RelaySteps {
+    /// How long a claim lasts: the configured lease, which exceeds the call timeout by a margin.
+    fn lease_ms(&self, settings: &RelaySettings) -> i64 {
+        settings.lease_ms
     }
-    // The key may be forgotten once its age reaches the lifetime; the age is counted from the
-    // first claim, which is no later than the provider's first sight of the key. The worker may
-    // stall before the request leaves, the provider may act on it until the call times out, and
-    // this worker's clock may run behind the clock that stamped the first attempt: all three
-    // widen the margin.
-    let margin_ms = settings.stall_ms_max + settings.call_timeout_ms + settings.clock_skew_ms_max;
-    let key_may_be_forgotten = env.now_ms() + margin_ms >= claim.first_attempt_ms + settings.key_lifetime_ms;
-    if key_may_be_forgotten && planted_bug != Some(PlantedBug::BlindRetryAfterExpiry) {
+
+    /// Takes the lease on `operation_key` if it is still owed, due and unleased. One statement, so
+    /// the check and the write cannot be separated by another worker.
+    async fn claim(
+        &self,
+        env: &dyn Env,
+        settings: &RelaySettings,
+        operation_key: &str,
+    ) -> Result<Option<Claim>, DbError> {
+        let now_ms = env.now_ms();
+        let params = [
+            text(env.process_id()),
+            int(now_ms),
+            int(now_ms + self.lease_ms(settings)),
+            text(operation_key),
+        ];
+        let rows = env
+            .query(
+                "UPDATE outbox SET lease_owner = ?1, lease_token = lease_token + 1, \
+                 lease_expires_ms = ?3, attempts = attempts + 1, \
+                 first_attempt_ms = coalesce(first_attempt_ms, ?2) \
+                 WHERE operation_key = ?4 AND status = 'pending' AND next_attempt_ms <= ?2 \
+                 AND coalesce(lease_expires_ms, 0) <= ?2 \
+                 RETURNING payload, lease_token, attempts, first_attempt_ms, last_error",
+                &params,
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(Claim {
+            operation_key: operation_key.to_owned(),
+            payload: row.text(0)?.to_owned(),
+            lease_token: row.int(1)?,
+            attempts: row.int(2)?,
+            first_attempt_ms: row.int(3)?,
+            last_error: row.opt_text(4)?.map(str::to_owned),
+        }))
+    }
+
+    /// The idempotency key the provider sees: the persisted operation key, the same on every
+    /// attempt, so the provider recognises a retry.
+    fn idempotency_key(&self, claim: &Claim) -> String {
+        claim.operation_key.clone()
+    }
+
+    /// Looks the key up before sending again once the provider may have forgotten it, because a
+    /// forgotten key would turn the retry into a second effect. A key it still knows completes
+    /// the obligation without a send.
+    async fn reconcile(
+        &self,
+        env: &dyn Env,
+        settings: &RelaySettings,
+        claim: &Claim,
+        idempotency_key: &str,
+    ) -> Result<Reconciled, DbError> {
+        // The key may be forgotten once its age reaches the lifetime; the age is counted from the
+        // first claim, which is no later than the provider's first sight of the key. The worker
+        // may stall before the request leaves, the provider may act on it until the call times
+        // out, and this worker's clock may run behind the clock that stamped the first attempt:
+        // all three widen the margin.
+        let margin_ms = settings.stall_ms_max + settings.call_timeout_ms + settings.clock_skew_ms_max;
+        if env.now_ms() + margin_ms < claim.first_attempt_ms + settings.key_lifetime_ms {
+            return Ok(Reconciled::Send);
+        }
         let lookup = ProviderRequest::Lookup {
-            idempotency_key: idempotency_key.clone(),
+            idempotency_key: idempotency_key.to_owned(),
         };
         match call(env, settings, lookup).await {
-            Ok(ProviderReply::Found { effect_id }) => {
-                return complete(env, &claim, &effect_id, planted_bug).await;
-            }
+            Ok(ProviderReply::Found { effect_id }) => self.complete(env, claim, &effect_id).await?,
             // No effect was ever performed under this key, so sending it is the first effect. The
             // lookup used up part of the lease; extend it (a heartbeat, fenced by the token) so the
             // send runs under a full lease.
             Ok(ProviderReply::NotFound) => {
-                if !extend_lease(env, settings, &claim).await? {
-                    return Ok(());
+                if extend_lease(env, self.lease_ms(settings), claim).await? {
+                    return Ok(Reconciled::Send);
                 }
             }
-            Ok(other) => return retry_later(env, settings, &claim, &format!("lookup: {other:?}")).await,
-            Err(error) => return retry_later(env, settings, &claim, &format!("lookup: {error}")).await,
+            Ok(other) => retry_later(env, settings, claim, &format!("lookup: {other:?}")).await?,
+            Err(error) => retry_later(env, settings, claim, &format!("lookup: {error}")).await?,
+        }
+        Ok(Reconciled::Settled)
+    }
+
+    /// The request body: the payload persisted with the obligation, never one rebuilt from the
+    /// current state.
+    async fn payload(&self, env: &dyn Env, claim: &Claim) -> Result<String, DbError> {
+        let _ = env;
+        Ok(claim.payload.clone())
+    }
+
+    /// Calls the provider, outside any transaction, and records the outcome under the lease:
+    /// complete on acceptance, bury on a permanent rejection, retry later on anything else.
+    async fn send(
+        &self,
+        env: &dyn Env,
+        settings: &RelaySettings,
+        claim: &Claim,
+        idempotency_key: String,
+        payload: String,
+    ) -> Result<(), DbError> {
+        let send = ProviderRequest::Send {
+            idempotency_key,
+            payload,
+        };
+        match call(env, settings, send).await {
+            Ok(ProviderReply::Accepted { effect_id, .. }) => self.complete(env, claim, &effect_id).await,
+            Ok(ProviderReply::Rejected { status, reason }) => {
+                let reason = format!("provider rejected the request with {status}: {reason}");
+                bury(env, claim, &reason).await
+            }
+            Ok(ProviderReply::Conflict) => {
+                retry_later(
+                    env,
+                    settings,
+                    claim,
+                    "provider is still processing this key (409)",
+                )
+                .await
+            }
+            Ok(other) => retry_later(env, settings, claim, &format!("unexpected reply {other:?}")).await,
+            Err(error) => retry_later(env, settings, claim, &error.to_string()).await,
         }
     }
-    let payload = if planted_bug == Some(PlantedBug::RebuildPayload) {
-        rebuild_payload(env, &claim.payload).await?
-    } else {
-        claim.payload.clone()
-    };
-    let send = ProviderRequest::Send {
-        idempotency_key,
-        payload,
-    };
-    match call(env, settings, send).await {
-        Ok(ProviderReply::Accepted { effect_id, .. }) => complete(env, &claim, &effect_id, planted_bug).await,
-        Ok(ProviderReply::Rejected { status, reason }) => {
-            bury(
-                env,
-                &claim,
-                &format!("provider rejected the request with {status}: {reason}"),
-            )
-            .await
-        }
-        Ok(ProviderReply::Conflict) => {
-            retry_later(
-                env,
-                settings,
-                &claim,
-                "provider is still processing this key (409)",
-            )
-            .await
-        }
-        Ok(other) => retry_later(env, settings, &claim, &format!("unexpected reply {other:?}")).await,
-        Err(error) => retry_later(env, settings, &claim, &error.to_string()).await,
+
+    /// Marks the obligation done with the provider's `effect_id`, if this worker still holds its
+    /// lease.
+    async fn complete(&self, env: &dyn Env, claim: &Claim, effect_id: &str) -> Result<(), DbError> {
+        let params = [
+            text(effect_id),
+            int(env.now_ms()),
+            text(&claim.operation_key),
+            int(claim.lease_token),
+        ];
+        fenced_write(
+            env,
+            claim,
+            "UPDATE outbox SET status = 'done', provider_ref = ?1, completed_ms = ?2, \
+             lease_expires_ms = NULL, last_error = NULL \
+             WHERE operation_key = ?3 AND lease_token = ?4 AND status = 'pending'",
+            &params,
+        )
+        .await
     }
 }
 
-/// Extends this worker's lease by a full lease from now, if it still holds it. Returns whether it
+impl RelaySteps for Reference {}
+
+/// Extends this worker's lease to `lease_ms` from now, if it still holds it. Returns whether it
 /// does.
-async fn extend_lease(env: &dyn Env, settings: &RelaySettings, claim: &Claim) -> Result<bool, DbError> {
+async fn extend_lease(env: &dyn Env, lease_ms: i64, claim: &Claim) -> Result<bool, DbError> {
     let changed = env
         .execute(
             "UPDATE outbox SET lease_expires_ms = ?1 WHERE operation_key = ?2 AND lease_token = ?3 AND status = 'pending'",
-            &[int(env.now_ms() + settings.lease_ms), text(&claim.operation_key), int(claim.lease_token)],
+            &[int(env.now_ms() + lease_ms), text(&claim.operation_key), int(claim.lease_token)],
         )
         .await?;
     Ok(changed == 1)
-}
-
-/// PLANTED BUG rebuild-payload: the request body is rebuilt from the order as it is now, not the
-/// snapshot persisted with the obligation.
-async fn rebuild_payload(env: &dyn Env, persisted: &str) -> Result<String, DbError> {
-    let mut payload = FulfillmentPayload::parse(persisted).map_err(DbError::Other)?;
-    let rows = env
-        .query(
-            "SELECT amount_cents FROM orders WHERE tenant = ?1 AND id = ?2",
-            &[text(&payload.tenant), text(&payload.order)],
-        )
-        .await?;
-    if let Some(row) = rows.first() {
-        payload.amount_cents = row.int(0)?;
-    }
-    Ok(payload.to_json())
 }
 
 async fn call(
@@ -314,33 +366,6 @@ async fn call(
         timeout_ms: settings.call_timeout_ms,
     };
     env.call_provider(&call).await
-}
-
-/// Marks the obligation done, if this worker still holds its lease.
-async fn complete(
-    env: &dyn Env,
-    claim: &Claim,
-    effect_id: &str,
-    planted_bug: Option<PlantedBug>,
-) -> Result<(), DbError> {
-    let params = [
-        text(effect_id),
-        int(env.now_ms()),
-        text(&claim.operation_key),
-        int(claim.lease_token),
-    ];
-    let sql = if planted_bug == Some(PlantedBug::UnfencedCompletion) {
-        // PLANTED BUG unfenced-completion: no token check, so a worker whose lease was taken over
-        // still records its outcome over the new holder's.
-        "UPDATE outbox SET status = 'done', provider_ref = ?1, completed_ms = ?2, \
-         lease_expires_ms = NULL, last_error = NULL \
-         WHERE operation_key = ?3 AND ?4 = ?4 AND status = 'pending'"
-    } else {
-        "UPDATE outbox SET status = 'done', provider_ref = ?1, completed_ms = ?2, \
-         lease_expires_ms = NULL, last_error = NULL \
-         WHERE operation_key = ?3 AND lease_token = ?4 AND status = 'pending'"
-    };
-    fenced_write(env, claim, sql, &params).await
 }
 
 /// Releases the lease and schedules the next attempt after a transient failure, or gives the
@@ -388,9 +413,10 @@ async fn bury(env: &dyn Env, claim: &Claim, reason: &str) -> Result<(), DbError>
 /// answered, so giving up early only costs a redundant (deduplicated) call after the lease ends.
 const FENCED_WRITE_TRIES: i64 = 4;
 
-/// Runs a write that carries the lease token. Zero rows changed means another worker took the
-/// lease over (or an operator moved the row): this worker's result is stale and is dropped.
-async fn fenced_write(env: &dyn Env, claim: &Claim, sql: &str, params: &[Value]) -> Result<(), DbError> {
+/// Runs a write about `claim`'s outcome, which carries the lease token in its `WHERE` clause.
+/// Zero rows changed means another worker took the lease over (or an operator moved the row):
+/// this worker's result is stale and is dropped. A busy database is retried a few times.
+pub async fn fenced_write(env: &dyn Env, claim: &Claim, sql: &str, params: &[Value]) -> Result<(), DbError> {
     let mut tries = 0;
     loop {
         tries += 1;

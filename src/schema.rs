@@ -14,10 +14,9 @@
 //!   (attempts, last error, dead reason) for an operator to see and recover stuck work.
 //!
 //! The column order is part of this module's contract: the simulator decodes rows by position
-//! (see the `*_COLUMNS` lists), so a new column goes at the end of its table. Planted bugs that
-//! need a weaker schema get it from [`schema_sql`]; nothing else may change the schema.
-
-use crate::planted::PlantedBug;
+//! (see the `*_COLUMNS` lists), so a new column goes at the end of its table. A variant of the
+//! reference that runs on a weaker schema (no unique receipt per event, say) describes it as a few
+//! text changes to [`SCHEMA_SQL`] through [`altered_schema`]; nothing else may change the schema.
 
 /// Creates every table of the reference schema. Run once on a fresh database.
 pub const SCHEMA_SQL: &str = "
@@ -71,25 +70,20 @@ BEGIN
 END;
 ";
 
-/// The schema a system runs with: the reference schema, or the weaker one a planted bug's code
-/// base would have (no unique receipt per event, no unique operation key).
-pub fn schema_sql(planted_bug: Option<PlantedBug>) -> String {
-    let unique_receipt = "    UNIQUE (account, event_id)\n";
-    match planted_bug {
-        Some(PlantedBug::CheckThenInsert) => {
-            SCHEMA_SQL.replace(unique_receipt, "    CHECK (account <> '')\n")
-        }
-        Some(PlantedBug::PerDeliveryDedupKey) => {
-            SCHEMA_SQL.replace(unique_receipt, "    UNIQUE (account, delivery_id)\n")
-        }
-        Some(PlantedBug::NoReceiptDedup) => SCHEMA_SQL
-            .replace(unique_receipt, "    CHECK (account <> '')\n")
-            .replace(
-                "operation_key    TEXT    NOT NULL UNIQUE,",
-                "operation_key    TEXT    NOT NULL,",
-            ),
-        _ => SCHEMA_SQL.to_owned(),
+/// The reference schema with each `(from, to)` of `changes` applied in turn, every occurrence of
+/// `from` replaced by `to`: the schema a variant of the reference runs on. Panics if a `from` does
+/// not occur, so that a change to the reference schema cannot silently leave a variant on the
+/// reference's constraints.
+pub fn altered_schema(changes: &[(&str, &str)]) -> String {
+    let mut schema = SCHEMA_SQL.to_owned();
+    for (from, to) in changes {
+        assert!(
+            schema.contains(from),
+            "the schema has no {from:?} to change into {to:?}"
+        );
+        schema = schema.replace(from, to);
     }
+    schema
 }
 
 /// Columns of `receipts`, in table order.
@@ -198,19 +192,25 @@ mod tests {
     }
 
     #[test]
-    fn planted_schemas_differ_only_where_the_bug_needs_it() {
-        assert_eq!(schema_sql(None), SCHEMA_SQL);
-        for bug in [
-            PlantedBug::CheckThenInsert,
-            PlantedBug::PerDeliveryDedupKey,
-            PlantedBug::NoReceiptDedup,
-        ] {
-            let schema = schema_sql(Some(bug));
-            assert_ne!(schema, SCHEMA_SQL, "{bug}");
-            let conn = rusqlite::Connection::open_in_memory().unwrap();
-            conn.execute_batch(&schema).unwrap();
-        }
-        assert!(schema_sql(Some(PlantedBug::NoReceiptDedup)).contains("operation_key    TEXT    NOT NULL,"));
+    fn an_altered_schema_differs_only_where_it_was_changed() {
+        assert_eq!(altered_schema(&[]), SCHEMA_SQL);
+        let weaker = altered_schema(&[("    UNIQUE (account, event_id)\n", "")]);
+        assert_eq!(
+            weaker.len(),
+            SCHEMA_SQL.len() - "    UNIQUE (account, event_id)\n".len()
+        );
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(&altered_schema(&[(
+            "    UNIQUE (account, event_id)\n",
+            "    CHECK (account <> '')\n",
+        )]))
+        .unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "the schema has no")]
+    fn a_change_to_text_the_schema_lacks_is_refused() {
+        altered_schema(&[("UNIQUE (account, order_id)", "")]);
     }
 
     #[test]

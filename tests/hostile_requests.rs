@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use commitgap::planted::PlantedBug;
 use commitgap::receiver::Answer;
 use commitgap_sim::faults::Attack;
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::signing::{CURRENT_GENERATION, hostile_request, signed_delivery};
-use commitgap_sim::system::{Fixtures, OrderFixture};
+use commitgap_sim::system::{Fixtures, OrderFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
+use commitgap_sim::systems::planted::{FutureTimestampRejected, UnverifiedSignature};
 use commitgap_sim::workload::{EventKind, EventSpec};
 use commitgap_sim::world::Origin;
 
@@ -29,7 +29,7 @@ fn payment() -> EventSpec {
     }
 }
 
-fn scenario(system: ReferenceSystem) -> Scenario {
+fn scenario(system: impl System + 'static) -> Scenario {
     let fixtures = Fixtures {
         accounts: vec![
             ("acct-a".into(), "tenant-a".into()),
@@ -143,7 +143,7 @@ fn a_receiver_that_skips_verification_is_caught_by_the_invariants() {
         Attack::RetiredSecret,
         Attack::CrossAccount,
     ] {
-        let mut scenario = scenario(ReferenceSystem::with_bug(PlantedBug::UnverifiedSignature));
+        let mut scenario = scenario(ReferenceSystem::new(UnverifiedSignature));
         let request = hostile_request(attack, genuine(0), "acct-b");
         send(
             &mut scenario,
@@ -185,7 +185,7 @@ fn a_sender_clock_within_the_tolerance_is_accepted_and_beyond_it_refused() {
     assert!(reference.failures().is_empty(), "{:?}", reference.failures());
 
     // A receiver that allows no clock ahead of its own refuses the first and is caught.
-    let mut strict = scenario(ReferenceSystem::with_bug(PlantedBug::FutureTimestampRejected));
+    let mut strict = scenario(ReferenceSystem::new(FutureTimestampRejected));
     let answer = send(&mut strict, genuine(200), Origin::Sender { timestamp_s: 200 });
     assert_eq!(answer.status(), 401, "{answer}");
     let failure = strict.failures().first().expect("the refusal is caught");

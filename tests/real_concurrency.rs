@@ -100,7 +100,7 @@ fn sixteen_threads_delivering_one_event_leave_one_receipt_and_one_obligation() {
                 start.wait();
                 // A sender would retry a 503; with a 10 s busy timeout one attempt should do.
                 (0..5)
-                    .map(|_| block_on(receive(&env, &delivery, None)))
+                    .map(|_| block_on(receive(&env, &delivery)))
                     .find(Answer::is_success)
                     .expect("a delivery succeeds within five attempts")
             })

@@ -219,7 +219,7 @@ proptest! {
             Signing::Arbitrary(headers) => headers.clone(),
         };
         let delivery = WebhookDelivery { endpoint: endpoint.clone(), headers, body: body.clone() };
-        let answer = block_on(receive(&env, &delivery, None));
+        let answer = block_on(receive(&env, &delivery));
         let genuine = matches!(signing, Signing::Genuine { offset_s } if offset_s.abs() <= DEFAULT_TOLERANCE_S)
             && (endpoint == "acct-a" || endpoint == "acct-b")
             && body.len() <= commitgap::receiver::DEFAULT_BODY_BYTES_MAX;
@@ -253,7 +253,6 @@ fn the_genuine_case_the_property_allows_does_change_state() {
             headers,
             body,
         },
-        None,
     ));
     assert!(answer.is_success(), "{answer}");
     assert_ne!(env.state(), before, "the payment was applied");

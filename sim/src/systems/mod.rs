@@ -1,24 +1,22 @@
 //! The registry of systems users can name with `--system`: the reference and its planted bugs.
 //!
-//! Adding a planted bug means one variant of `commitgap::planted::PlantedBug` and nothing here;
-//! adding a wholly different system means one line in [`all`]. This module must not hold any
+//! Adding a planted bug means one file in `planted/` and one line in [`planted::all`], and nothing
+//! here; adding a wholly different system means one line in [`all`]. This module must not hold any
 //! state: every call builds fresh instances.
 
+pub mod planted;
 mod reference;
 
 use std::sync::Arc;
 
-pub use reference::{ReferenceSystem, decode_reference_row};
+pub use reference::{ReferenceSystem, Variant, decode_reference_row};
 
 use crate::system::System;
-use commitgap::planted::PlantedBug;
 
 /// Every registered system: the reference first, then each planted bug.
 pub fn all() -> Vec<Arc<dyn System>> {
     let mut systems: Vec<Arc<dyn System>> = vec![Arc::new(ReferenceSystem::reference())];
-    for bug in PlantedBug::ALL {
-        systems.push(Arc::new(ReferenceSystem::with_bug(bug)));
-    }
+    systems.extend(planted::all());
     systems
 }
 

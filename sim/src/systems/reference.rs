@@ -1,51 +1,83 @@
-//! The reference receiver and relay from the `commitgap` crate, as a [`System`], optionally with
-//! one planted bug.
+//! The reference receiver and relay from the `commitgap` crate, as a [`System`], run with the
+//! steps of the reference or of a variant that overrides some of them (a planted bug).
 //!
 //! This adapter only wires the library's functions to the simulator and decodes the reference
 //! schema's rows; it must not change their behaviour, or the simulator would be testing something
 //! other than the code users run.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use commitgap::env::{DbError, Env, LocalBoxFuture, Value};
-use commitgap::planted::PlantedBug;
-use commitgap::receiver::{Answer, WebhookDelivery, receive};
-use commitgap::relay::{RelaySettings, run_worker};
+use commitgap::receiver::{Answer, ReceiverSteps, WebhookDelivery, receive_with};
+use commitgap::reference::Reference;
+use commitgap::relay::{RelaySettings, RelaySteps, run_worker_with};
 use commitgap::schema::{
-    self, INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL, ORDER_COLUMNS, OUTBOX_COLUMNS, RECEIPT_COLUMNS, column,
-    schema_sql,
+    self, INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL, ORDER_COLUMNS, OUTBOX_COLUMNS, RECEIPT_COLUMNS, SCHEMA_SQL,
+    column,
 };
 
 use crate::system::{
     Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, ReceiptRow, System,
 };
 
-/// The reference system, or the reference with one rule broken.
+/// A set of receiver and relay steps the adapter can run, with what the simulator needs to know
+/// about it besides them.
+pub trait Variant: ReceiverSteps + RelaySteps + Send + Sync + 'static {
+    /// The name users pass to `--system`.
+    fn name(&self) -> &'static str;
+
+    /// One line saying what this variant is.
+    fn description(&self) -> String;
+
+    /// The statements that create its tables: the reference schema unless it needs another.
+    fn schema_sql(&self) -> String {
+        SCHEMA_SQL.to_owned()
+    }
+
+    /// See [`System::commits_after_answer`].
+    fn commits_after_answer(&self) -> bool {
+        false
+    }
+}
+
+impl Variant for Reference {
+    fn name(&self) -> &'static str {
+        "reference"
+    }
+
+    fn description(&self) -> String {
+        "the reference receiver and relay, every design rule kept".to_owned()
+    }
+}
+
+/// The reference system, or a variant of it.
 #[derive(Debug, Clone)]
-pub struct ReferenceSystem {
-    planted_bug: Option<PlantedBug>,
+pub struct ReferenceSystem<V: Variant = Reference> {
+    variant: Arc<V>,
     description: String,
 }
 
 impl ReferenceSystem {
+    /// The reference, every step as `src/` defines it.
     pub fn reference() -> ReferenceSystem {
-        ReferenceSystem {
-            planted_bug: None,
-            description: "the reference receiver and relay, every design rule kept".to_owned(),
-        }
+        ReferenceSystem::new(Reference)
     }
+}
 
-    pub fn with_bug(bug: PlantedBug) -> ReferenceSystem {
+impl<V: Variant> ReferenceSystem<V> {
+    /// The reference with the steps `variant` overrides.
+    pub fn new(variant: V) -> ReferenceSystem<V> {
         ReferenceSystem {
-            planted_bug: Some(bug),
-            description: format!("planted bug: {}", bug.rule_broken()),
+            description: variant.description(),
+            variant: Arc::new(variant),
         }
     }
 }
 
-impl System for ReferenceSystem {
+impl<V: Variant> System for ReferenceSystem<V> {
     fn name(&self) -> &str {
-        self.planted_bug.map_or("reference", PlantedBug::name)
+        self.variant.name()
     }
 
     fn description(&self) -> &str {
@@ -62,7 +94,7 @@ impl System for ReferenceSystem {
     }
 
     fn set_up_schema(&self, connection: &rusqlite::Connection) -> Result<(), DbError> {
-        connection.execute_batch(&schema_sql(self.planted_bug))?;
+        connection.execute_batch(&self.variant.schema_sql())?;
         Ok(())
     }
 
@@ -84,13 +116,13 @@ impl System for ReferenceSystem {
         env: Rc<dyn Env>,
         delivery: WebhookDelivery,
     ) -> LocalBoxFuture<'static, Answer> {
-        let bug = self.planted_bug;
-        Box::pin(async move { receive(&*env, &delivery, bug).await })
+        let variant = Arc::clone(&self.variant);
+        Box::pin(async move { receive_with(&*variant, &*env, &delivery).await })
     }
 
     fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
-        let bug = self.planted_bug;
-        Box::pin(async move { run_worker(&*env, &settings, bug).await })
+        let variant = Arc::clone(&self.variant);
+        Box::pin(async move { run_worker_with(&*variant, &*env, &settings).await })
     }
 
     fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
@@ -111,7 +143,7 @@ impl System for ReferenceSystem {
     }
 
     fn commits_after_answer(&self) -> bool {
-        self.planted_bug == Some(PlantedBug::AckBeforeCommit)
+        self.variant.commits_after_answer()
     }
 
     fn observed_tables(&self) -> &[&'static str] {
