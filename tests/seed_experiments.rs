@@ -88,7 +88,7 @@ fn a_crash_before_the_outbox_insert_leaves_receipt_order_and_outbox_unchanged() 
         scenario
             .trace()
             .iter()
-            .any(|line| line.contains("1 open transactions rolled back")),
+            .any(|line| line.contains("1 open transaction rolled back")),
         "the crash interrupted the transaction"
     );
 }

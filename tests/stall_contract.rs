@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use commitgap_sim::run::{RunOptions, run_seed};
 use commitgap_sim::systems;
-use commitgap_sim::timeline::parse_duration_ms;
+use commitgap_sim::trace::{Actor, Happening};
 
 #[test]
 fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall() {
@@ -30,28 +30,24 @@ fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall(
     );
     let stall_ms_max = outcome.config.relay.stall_ms_max;
     let trace = outcome.trace.unwrap();
-    // Between two lines on which a worker does something other than pause, its pauses add up.
+    // Between two steps in which a worker does something other than pause, its pauses add up.
     let mut stalled_ms: std::collections::BTreeMap<String, i64> = Default::default();
     let mut paused_at_all = false;
-    for line in &trace {
-        let Some(actor) = line.split_whitespace().nth(2) else {
+    for step in &trace {
+        let Actor::Process(actor) = &step.actor else {
             continue;
         };
         if !actor.starts_with("relay-") {
             continue;
         }
-        let pause = line.split(&format!("{actor} pauses for ")).nth(1).map(|rest| {
-            let duration = rest.split_whitespace().next().unwrap();
-            parse_duration_ms(duration).unwrap_or_else(|| panic!("duration {duration:?}"))
-        });
-        match pause {
-            Some(ms) if line.split(" | ").count() == 1 => {
+        match &step.happened[..] {
+            [Happening::Pause { process, duration_ms }] if process == actor => {
                 paused_at_all = true;
-                let total = stalled_ms.entry(actor.to_owned()).or_default();
-                *total += ms;
+                let total = stalled_ms.entry(actor.clone()).or_default();
+                *total += duration_ms;
                 assert!(
                     *total <= stall_ms_max,
-                    "{actor} stalled {total} ms in a row, more than stall_ms_max {stall_ms_max}: {line}"
+                    "{actor} stalled {total} ms in a row, more than stall_ms_max {stall_ms_max}: {step}"
                 );
             }
             _ => {

@@ -817,9 +817,15 @@ fn print_closing_lines(
         .filter(|failure| failure.invariant == report::UNSETTLED)
         .count();
     say!(
-        "sweep: {} seeds, {} failures{}, {} steps, {:.1} s wall, {:.1} seeds/s ({scope})",
+        "sweep: {} seed{}, {} failure{}{}, {} steps, {:.1} s wall, {:.1} seeds/s ({scope})",
         report.seeds_run,
+        if report.seeds_run == 1 { "" } else { "s" },
         report.failures.len() - unsettled,
+        if report.failures.len() - unsettled == 1 {
+            ""
+        } else {
+            "s"
+        },
         if unsettled > 0 {
             format!(", {unsettled} unsettled")
         } else {
@@ -1153,12 +1159,20 @@ fn say_replay_verdict(plan: &ReplayPlan, system: &str, outcome: &crate::run::Run
 /// act on.
 fn say_against_file(file: &ReplayedFile, system: &str, outcome: &crate::run::RunOutcome) {
     let contents = &file.contents;
+    let old_digest = contents.format_version < crate::seed_file::DIGEST_VERSION;
+    if old_digest {
+        say!(
+            "replay: the file is of format version {}, whose trace digests this build does not compute, so its digest is not compared; `shrink` rewrites it in version {}",
+            contents.format_version,
+            crate::seed_file::FORMAT_VERSION
+        );
+    }
     if let Some(recorded) = file.backend_replaced {
         say!(
             "replay: the file's run used backend {}; a run on another backend may take other turns, so its digest is not compared",
             recorded.name()
         );
-    } else if contents.system == system && file.digest != outcome.digest {
+    } else if !old_digest && contents.system == system && file.digest != outcome.digest {
         say!(
             "replay: the trace digest differs from the file's ({}): the code or the schedule changed since the file was written",
             file.digest

@@ -4,7 +4,7 @@
 //! (a task to poll up to its next scheduling point, or a world event such as a delivery attempt or
 //! an answer on the wire), lets the fault models act on the item's process first (crash it, pause
 //! the task, fail its statement with `SQLITE_BUSY`, move its clock), then applies the step's
-//! commits to the view, checks the safety invariants, writes one trace line and advances the clock
+//! commits to the view, checks the safety invariants, ends the step's record and advances the clock
 //! by a millisecond. When nothing is ready the clock jumps to the next timer. After the fault
 //! phase every fault model heals, crashed processes restart, and the operator requeues dead
 //! obligations and redelivers webhooks whose retries ran out (as a Stripe or GitHub user does from
@@ -34,6 +34,7 @@ use crate::sender::EventState;
 use crate::sim_env::SimEnv;
 use crate::system::{ObservedRow, OrderStatus, System};
 use crate::trace::format_time_ms;
+use crate::trace::{Actor, Arrival, DeliveryHow, Happening, Observed};
 use crate::workload::Workload;
 use crate::world::{
     DeliveryKind, DeliveryRef, Item, Origin, Process, Route, TaskId, TaskKind, World, WorldEvent,
@@ -133,8 +134,8 @@ pub struct RunOutcome {
     pub situations: BTreeMap<String, u64>,
     /// The fault decisions that mattered, in order.
     pub fault_log: Vec<String>,
-    /// Every trace line, if they were kept.
-    pub trace: Option<Vec<String>>,
+    /// Every step's record, if they were kept.
+    pub trace: Option<Vec<crate::trace::TraceStep>>,
     pub effects: usize,
     /// The run written down, if it was recorded (always for a scheduled run).
     pub schedule: Option<Schedule>,
@@ -252,8 +253,6 @@ pub(crate) struct Simulation {
     seed: u64,
     /// A scripted run: the sender stays silent and the test makes every delivery.
     scripted: bool,
-    /// The name of the current step's actor, a buffer kept from step to step.
-    actor: String,
 }
 
 impl Simulation {
@@ -375,18 +374,19 @@ impl Simulation {
         let diffs = world
             .view
             .apply(&*system, &world.observed_tables, setup_changes)?;
-        world.trace.push(format!(
-            "setup system={} seed={seed} rows={} accounts={} orders={} events={} streams={} receivers={} relay-workers={} sender={}",
-            system.name(),
-            diffs.len(),
-            world.workload.fixtures.accounts.len(),
-            world.workload.fixtures.orders.len(),
-            world.workload.events.len(),
-            world.sender.streams().len(),
-            world.config.receivers,
-            world.config.relay_workers,
-            world.config.sender_preset.name(),
-        ));
+        let setup = Happening::Setup {
+            system: system.name().to_owned(),
+            seed,
+            rows: diffs.len(),
+            accounts: world.workload.fixtures.accounts.len(),
+            orders: world.workload.fixtures.orders.len(),
+            events: world.workload.events.len(),
+            streams: world.sender.streams().len(),
+            receivers: world.config.receivers,
+            relay_workers: world.config.relay_workers,
+            sender: world.config.sender_preset.name(),
+        };
+        world.trace.push(0, 0, Actor::World, setup);
         Ok(Simulation {
             world: Rc::new(RefCell::new(world)),
             futures: BTreeMap::new(),
@@ -394,7 +394,6 @@ impl Simulation {
             invariants: invariants::registry(),
             seed,
             scripted,
-            actor: String::new(),
         })
     }
 
@@ -503,14 +502,11 @@ impl Simulation {
                 WorldEvent::OperatorRedeliver { round: 1 },
             );
         }
-        let line = format!(
-            "{:>6} {:>12} {:<13} heal: faults stop, {} crashed processes restart, clocks are set right",
-            world.step,
-            format_time_ms(now_ms),
-            "world",
-            down.len()
-        );
-        world.trace.push(line);
+        let step = world.step;
+        let heal = Happening::Heal {
+            restarting: down.len(),
+        };
+        world.trace.push(step, now_ms, Actor::World, heal);
     }
 
     /// Runs until the world is quiet (or nothing more can happen), or until the liveness bound,
@@ -577,33 +573,14 @@ impl Simulation {
 
     /// Runs one step for `item`, which the caller has taken off the ready queue.
     pub(crate) fn run_item(&mut self, item: Item) -> Result<StepOutcome, String> {
-        // The actor is named before the step runs (a crash in it renames the process), into a
-        // buffer that every step reuses.
-        let mut actor = std::mem::take(&mut self.actor);
-        actor.clear();
         {
             let mut world = self.world.borrow_mut();
             let world = &mut *world;
             world.step += 1;
-            world.line.clear();
+            // The actor is named before the step runs: a crash in it renames the process.
+            let actor = world.actor_of(item);
+            world.trace.begin(world.step, world.now_ms, actor);
             world.record_forgotten_keys();
-            match item {
-                Item::Task(task) => actor.push_str(&world.tasks[&task].process_id),
-                Item::Event(event) => match &world.events[&event] {
-                    WorldEvent::SendAnswer { process, .. } | WorldEvent::Restart { process } => {
-                        actor.push_str(&world.processes[*process].id);
-                    }
-                    WorldEvent::FaultTimer { fault } | WorldEvent::FaultActs { fault, .. } => {
-                        actor.push_str("fault:");
-                        actor.push_str(world.faults[*fault].name());
-                    }
-                    WorldEvent::ProviderActs { .. } => actor.push_str("provider"),
-                    WorldEvent::OperatorRequeue | WorldEvent::OperatorRedeliver { .. } => {
-                        actor.push_str("operator");
-                    }
-                    _ => actor.push_str("sender"),
-                },
-            }
         }
         let outcome = if self.fault_at(item)? {
             Ok(())
@@ -613,21 +590,20 @@ impl Simulation {
                 Item::Event(event) => self.handle_event(event),
             }
         };
-        let finished = outcome.and_then(|()| self.finish_step(&actor));
-        self.actor = actor;
-        finished
+        outcome.and_then(|()| self.finish_step())
     }
 
     /// Crashes `process` now, as a step of its own (scenarios use this).
     pub(crate) fn crash_now(&mut self, process: usize, restart_after_ms: i64) -> Result<StepOutcome, String> {
-        let actor = {
+        {
             let mut world = self.world.borrow_mut();
+            let world = &mut *world;
             world.step += 1;
-            world.line.clear();
-            world.processes[process].id.clone()
-        };
+            let actor = Actor::Process(world.processes[process].id.clone());
+            world.trace.begin(world.step, world.now_ms, actor);
+        }
         self.crash(process, restart_after_ms, "crash");
-        self.finish_step(&actor)
+        self.finish_step()
     }
 
     /// Lets the fault models act on the process `item` belongs to, before it runs. Returns true
@@ -686,13 +662,12 @@ impl Simulation {
             None => duration_ms,
         };
         world.pause_task(task, duration_ms);
-        let what = format!(
-            "{} pauses for {}",
-            world.processes[process].id,
-            World::duration(duration_ms)
-        );
-        world.note(&what);
-        world.record_fault(fault, &what);
+        let pause = Happening::Pause {
+            process: world.processes[process].id.clone(),
+            duration_ms,
+        };
+        world.record_fault(fault, &pause.to_string());
+        world.record(pause);
         true
     }
 
@@ -735,12 +710,12 @@ impl Simulation {
                 .expect("a ready task is registered")
                 .disturbed = true;
         }
-        let what = format!(
-            "{} clock set {offset_ms:+} ms from true time",
-            world.processes[process].id
-        );
-        world.note(&what);
-        world.record_fault(fault, &what);
+        let jump = Happening::ClockSet {
+            process: world.processes[process].id.clone(),
+            offset_ms,
+        };
+        world.record_fault(fault, &jump.to_string());
+        world.record(jump);
     }
 
     /// Crashes `process`, as fault model `fault` (or a scenario) decided.
@@ -754,13 +729,14 @@ impl Simulation {
             }
             let restart_at_ms = world.now_ms + if world.healed { 0 } else { restart_after_ms };
             world.schedule_event(restart_at_ms, WorldEvent::Restart { process });
-            let what = format!(
-                "crash {process_id}: {} tasks dropped, {open_transactions} open transactions rolled back, restart in {}",
-                tasks.len(),
-                World::duration(restart_at_ms - world.now_ms)
-            );
-            world.note(&what);
-            world.record_fault(fault, &what);
+            let crash = Happening::Crash {
+                process: process_id,
+                tasks: tasks.len(),
+                open_transactions,
+                restart_in_ms: restart_at_ms - world.now_ms,
+            };
+            world.record_fault(fault, &crash.to_string());
+            world.record(crash);
             tasks
         };
         for task in tasks {
@@ -907,16 +883,14 @@ impl Simulation {
                         },
                     );
                 }
-                let text = format!(
-                    "emit {} {} ({}, order {}/{}, {} subscriptions)",
-                    spec.kind.type_name(),
-                    spec.event_id,
-                    spec.account,
-                    spec.tenant,
-                    spec.order,
-                    streams.len()
-                );
-                world.note(&text);
+                world.record(Happening::Emit {
+                    kind: spec.kind,
+                    event_id: spec.event_id,
+                    account: spec.account,
+                    tenant: spec.tenant,
+                    order: spec.order,
+                    subscriptions: streams.len(),
+                });
                 Ok(())
             }
             WorldEvent::Attempt { stream } => self.attempt(stream),
@@ -934,18 +908,20 @@ impl Simulation {
             WorldEvent::AttemptTimeout { stream, attempt } => {
                 let mut world = self.world.borrow_mut();
                 let now_ms = world.now_ms;
-                if let Some(next_ms) = world.sender.time_out(stream, attempt, now_ms) {
+                let record = world.sender.stream(stream);
+                let open = record.state == EventState::Delivering
+                    && record.attempts == attempt
+                    && record.attempt_open;
+                let next_ms = world.sender.time_out(stream, attempt, now_ms);
+                if let Some(next_ms) = next_ms {
                     world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-                    let text = format!(
-                        "attempt {attempt} of stream {stream} timed out; next attempt in {}",
-                        World::duration(next_ms - now_ms)
-                    );
-                    world.note(&text);
-                } else {
-                    world.note(&format!(
-                        "attempt {attempt} of stream {stream} settled before its timeout"
-                    ));
                 }
+                world.record(Happening::AttemptTimedOut {
+                    stream,
+                    attempt,
+                    next_attempt_in_ms: next_ms.map(|next_ms| next_ms - now_ms),
+                    settled: !open,
+                });
                 Ok(())
             }
             WorldEvent::SendAnswer {
@@ -959,18 +935,21 @@ impl Simulation {
                     world.processes[process].up && world.processes[process].incarnation == incarnation;
                 match delivery {
                     _ if !alive => {
-                        world.note("answer lost: the receiver crashed before writing it");
+                        world.record(Happening::AnswerLostInCrash);
                         if let Some(delivery) = delivery
                             && answer.is_success()
                         {
                             world.success_not_settled(delivery);
                         }
                     }
-                    None => world.note("answer written (no sender waits for it)"),
+                    None => world.record(Happening::AnswerWritten),
                     Some(delivery) if world.webhook_answer_dropped() => {
-                        let what = format!("answer {answer} to stream {} lost", delivery.stream);
-                        world.note(&what);
-                        world.record_fault("lost-ack", &what);
+                        let lost = Happening::AnswerLost {
+                            answer: answer.clone(),
+                            stream: delivery.stream,
+                        };
+                        world.record_fault("lost-ack", &lost.to_string());
+                        world.record(lost);
                         if answer.is_success() {
                             world.success_not_settled(delivery);
                         }
@@ -978,7 +957,7 @@ impl Simulation {
                     Some(delivery) => {
                         let at_ms = world.now_ms + world.network_latency_ms();
                         world.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
-                        world.note("answer sent");
+                        world.record(Happening::AnswerSent);
                     }
                 }
                 Ok(())
@@ -987,12 +966,9 @@ impl Simulation {
                 let mut world = self.world.borrow_mut();
                 let now_ms = world.now_ms;
                 let stream = delivery.stream;
-                let mut text = format!(
-                    "sender got {answer} for stream {stream} attempt {}",
-                    delivery.attempt
-                );
+                let mut next_attempt_in_ms = None;
                 match delivery.kind {
-                    DeliveryKind::Copy => text.push_str(" (a copy; ignored)"),
+                    DeliveryKind::Copy => {}
                     DeliveryKind::Extra => world.sender.answer_extra(stream, answer.is_success()),
                     DeliveryKind::Scheduled => {
                         let success = answer.is_success();
@@ -1005,10 +981,7 @@ impl Simulation {
                         );
                         if let Some(next_ms) = next {
                             world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-                            text.push_str(&format!(
-                                "; next attempt in {}",
-                                World::duration(next_ms - now_ms)
-                            ));
+                            next_attempt_in_ms = Some(next_ms - now_ms);
                         }
                         if success && world.sender.stream(stream).state != EventState::Acknowledged {
                             // The attempt had timed out: the sender retries committed work.
@@ -1019,19 +992,30 @@ impl Simulation {
                 if world.sender.stream(stream).state == EventState::Acknowledged {
                     world.probes.stream_settled(stream);
                 }
-                world.note(&text);
+                let how = match delivery.kind {
+                    DeliveryKind::Scheduled => DeliveryHow::Attempt(delivery.attempt),
+                    DeliveryKind::Copy => DeliveryHow::Copy,
+                    DeliveryKind::Extra => DeliveryHow::Extra(String::new()),
+                };
+                world.record(Happening::SenderGot {
+                    answer,
+                    stream,
+                    attempt: delivery.attempt,
+                    how,
+                    next_attempt_in_ms,
+                });
                 Ok(())
             }
             WorldEvent::Restart { process } => {
                 let role = {
                     let mut world = self.world.borrow_mut();
                     if world.processes[process].up {
-                        world.note("restart skipped: already up");
+                        world.record(Happening::RestartSkipped);
                         return Ok(());
                     }
                     world.restart_process(process);
-                    let text = format!("restart as {}", world.processes[process].id);
-                    world.note(&text);
+                    let restarted = world.processes[process].id.clone();
+                    world.record(Happening::Restart { process: restarted });
                     world.processes[process].role
                 };
                 if role == ProcessRole::RelayWorker {
@@ -1042,6 +1026,7 @@ impl Simulation {
             WorldEvent::FaultTimer { fault } => {
                 let actions = {
                     let mut world = self.world.borrow_mut();
+                    world.record(Happening::FaultTimer);
                     let now_ms = world.now_ms;
                     world.faults[fault].on_timer(now_ms)
                 };
@@ -1059,7 +1044,7 @@ impl Simulation {
                 let Some(process) = self.world.borrow().process_with_role(ProcessRole::Operator) else {
                     return Ok(());
                 };
-                self.world.borrow_mut().note("operator requeues dead obligations");
+                self.world.borrow_mut().record(Happening::OperatorRequeue);
                 let system = Arc::clone(&self.system);
                 self.spawn(process, TaskKind::Operator, move |env, _| {
                     system.requeue_dead_obligations(env)
@@ -1068,10 +1053,10 @@ impl Simulation {
             }
             WorldEvent::OperatorRedeliver { round } => {
                 let given_up = self.world.borrow().sender.given_up();
-                self.world.borrow_mut().note(&format!(
-                    "operator redelivers {} failed deliveries (round {round})",
-                    given_up.len()
-                ));
+                self.world.borrow_mut().record(Happening::OperatorRedeliver {
+                    streams: given_up.len(),
+                    round,
+                });
                 for stream in given_up.iter().copied() {
                     self.deliver(stream, 0, DeliveryKind::Extra, "manual redelivery")?;
                 }
@@ -1100,14 +1085,12 @@ impl Simulation {
                     let mut world = self.world.borrow_mut();
                     let name = world.faults[fault].name();
                     let purger = world.process_with_role(ProcessRole::Purger);
-                    let what = match purger {
-                        Some(_) => {
-                            format!("purge receipts received before {}", format_time_ms(older_than_ms))
-                        }
-                        None => "purge skipped: the purge process is down".to_owned(),
+                    let purge = match purger {
+                        Some(_) => Happening::Purge { older_than_ms },
+                        None => Happening::PurgeSkipped,
                     };
-                    world.note(&what);
-                    world.record_fault(name, &what);
+                    world.record_fault(name, &purge.to_string());
+                    world.record(purge);
                     purger
                 };
                 let Some(process) = purger else {
@@ -1124,9 +1107,9 @@ impl Simulation {
                 let mut world = self.world.borrow_mut();
                 world.sender_clock_offset_ms = offset_ms;
                 let name = world.faults[fault].name();
-                let what = format!("sender clock set {offset_ms:+} ms from true time");
-                world.note(&what);
-                world.record_fault(name, &what);
+                let set = Happening::SenderClockSet { offset_ms };
+                world.record_fault(name, &set.to_string());
+                world.record(set);
                 Ok(())
             }
         }
@@ -1159,10 +1142,10 @@ impl Simulation {
         };
         let found = self.world.borrow().stream_named(&stream_name);
         let Some(stream) = found else {
-            self.world.borrow_mut().note(&format!(
-                "attack `{} {stream_name}` names nothing in this run; skipped",
-                attack.name()
-            ));
+            self.world.borrow_mut().record(Happening::AttackSkipped {
+                attack,
+                stream: stream_name,
+            });
             return Ok(());
         };
         let (genuine, account, event_id, _) = self.webhook_made_for(stream, attack.keeps_genuine_signature());
@@ -1186,16 +1169,21 @@ impl Simulation {
                 attack.name()
             );
             world.record_fault(name, &what);
-            match world.route_delivery() {
-                Route::To(receiver) => {
-                    let text = format!("{what} -> {}", world.processes[receiver].id);
-                    world.note(&text);
-                    receiver
-                }
-                Route::Lost | Route::Refused => {
-                    world.note(&format!("{what}: it never arrived"));
-                    return Ok(());
-                }
+            let route = world.route_delivery();
+            let arrival = match route {
+                Route::To(receiver) => Arrival::To(world.processes[receiver].id.clone()),
+                Route::Lost => Arrival::Lost,
+                Route::Refused => Arrival::Refused,
+            };
+            world.record(Happening::Attack {
+                attack,
+                event_id: event_id.clone(),
+                account: account.clone(),
+                arrival,
+            });
+            match route {
+                Route::To(receiver) => receiver,
+                Route::Lost | Route::Refused => return Ok(()),
             }
         };
         let origin = Origin::Hostile {
@@ -1241,25 +1229,32 @@ impl Simulation {
         let receiver = {
             let mut world = self.world.borrow_mut();
             let now_ms = world.now_ms;
-            let what = match kind {
-                DeliveryKind::Scheduled => {
-                    format!("deliver {event_id} ({account}) stream {stream} attempt {attempt}")
-                }
-                _ => format!("deliver {event_id} ({account}) stream {stream} ({label})"),
+            let how = match kind {
+                DeliveryKind::Scheduled => DeliveryHow::Attempt(attempt),
+                DeliveryKind::Copy => DeliveryHow::Copy,
+                DeliveryKind::Extra => DeliveryHow::Extra(label.to_owned()),
             };
-            match world.route_delivery() {
-                Route::Lost => {
-                    world.note(&format!("{what}: lost on the way in"));
-                    world.record_fault("request-lost", &format!("{what} lost"));
-                    return Ok(());
-                }
-                Route::To(receiver) => {
-                    let text = format!("{what} -> {}", world.processes[receiver].id);
-                    world.note(&text);
-                    receiver
-                }
+            let route = world.route_delivery();
+            let arrival = match route {
+                Route::To(receiver) => Arrival::To(world.processes[receiver].id.clone()),
+                Route::Lost => Arrival::Lost,
+                Route::Refused => Arrival::Refused,
+            };
+            let deliver = Happening::Deliver {
+                event_id: event_id.clone(),
+                account: account.clone(),
+                stream,
+                how,
+                arrival,
+            };
+            if route == Route::Lost {
+                world.record_fault("request-lost", &deliver.to_string());
+            }
+            world.record(deliver);
+            match route {
+                Route::Lost => return Ok(()),
+                Route::To(receiver) => receiver,
                 Route::Refused => {
-                    world.note(&format!("{what}: connection refused, no receiver up"));
                     if kind == DeliveryKind::Scheduled
                         && let Some(next_ms) =
                             world.sender.refuse(stream, attempt, "connection refused", now_ms)
@@ -1279,8 +1274,9 @@ impl Simulation {
         Ok(())
     }
 
-    /// Applies the step's commits to the view, checks the safety invariants and writes the trace.
-    pub(crate) fn finish_step(&mut self, actor: &str) -> Result<StepOutcome, String> {
+    /// Applies the step's commits to the view, checks the safety invariants and ends the step's
+    /// record.
+    pub(crate) fn finish_step(&mut self) -> Result<StepOutcome, String> {
         let mut world = self.world.borrow_mut();
         let world = &mut *world;
         if let Some(hazard) = world.determinism_hazard.take() {
@@ -1292,9 +1288,12 @@ impl Simulation {
         }
         let commits = std::mem::take(&mut world.step_commits);
         for commit in commits {
+            let rows = commit.changes.len();
             let diffs = world
                 .view
                 .apply(&*self.system, &world.observed_tables, commit.changes)?;
+            let observed = Observed::of(&diffs);
+            world.trace.record(Happening::Committed { rows, observed });
             record_history(&mut world.history, &commit.process_id, &diffs);
             world.probes.committed(&commit.process_id, &diffs);
             world.step_record.commits.push(CommitRecord {
@@ -1313,17 +1312,18 @@ impl Simulation {
                 .find_map(|invariant| failure_of(&**invariant, &observation, world))
         };
         world.decider.end_step(world.step);
-        world
-            .trace
-            .push_step(world.step, world.now_ms, actor, &world.line);
+        world.trace.end(world.now_ms);
         world.step_record.clear();
         world.now_ms += 1;
         Ok(match failure {
             Some(failure) => {
-                let text = format!("FAILED {}: {}", failure.invariant, failure.message);
+                let failed = Happening::Failed {
+                    invariant: failure.invariant.clone(),
+                    evidence: failure.message.clone(),
+                };
                 world
                     .trace
-                    .push_step(world.step, failure.time_ms, "invariant", &text);
+                    .push(world.step, failure.time_ms, Actor::Invariant, failed);
                 StepOutcome::Failed(failure)
             }
             None => StepOutcome::Continue,
@@ -1333,7 +1333,7 @@ impl Simulation {
     pub(crate) fn outcome(&self, failure: Option<Failure>) -> RunOutcome {
         let mut world = self.world.borrow_mut();
         let digest = world.trace.digest();
-        let trace = std::mem::replace(&mut world.trace, crate::trace::Trace::new(false)).into_lines();
+        let trace = std::mem::replace(&mut world.trace, crate::trace::Trace::new(false)).into_steps();
         let recorded = matches!(
             world.decider,
             Decider::Scheduled { .. } | Decider::Seeded { record: true, .. }

@@ -395,7 +395,8 @@ impl Scenario {
 
     /// The trace so far, one line per step.
     pub fn trace(&self) -> Vec<String> {
-        self.simulation.world.borrow().trace.lines().to_vec()
+        let world = self.simulation.world.borrow();
+        world.trace.steps().iter().map(ToString::to_string).collect()
     }
 
     fn process(&self, name: &str) -> Result<usize, String> {

@@ -23,8 +23,12 @@ use crate::run::{Failure, RunOutcome, Unsettled};
 use crate::schedule::Schedule;
 use crate::shrink::Shrunk;
 
-/// The version this build writes.
-pub const FORMAT_VERSION: u32 = 2;
+/// The version this build writes. Version 3 takes the trace digest over the step records rather
+/// than over trace text, so a digest in an older file cannot be compared with this build's.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The first version whose digests this build computes the same way.
+pub const DIGEST_VERSION: u32 = 3;
 
 /// The oldest version this build still reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;

@@ -19,6 +19,7 @@ use commitgap::provider::{CallError, ProviderCall, ProviderReply};
 use crate::db::StatementOutput;
 use crate::faults::PendingOp;
 use crate::sql::Statement;
+use crate::trace::Happening;
 use crate::world::{Park, TaskId, World};
 
 /// The environment of one simulated task.
@@ -177,12 +178,14 @@ impl Env for SimEnv {
             let until_ms = {
                 let mut world = self.world.borrow_mut();
                 let until_ms = world.now_ms + duration_ms.max(0);
-                world.note(&format!("sleep {}", World::duration(duration_ms.max(0))));
+                world.record(Happening::Sleep {
+                    duration_ms: duration_ms.max(0),
+                });
                 until_ms
             };
             self.scheduling_point(Park::Until(until_ms), PendingOp::Wake)
                 .await;
-            self.world.borrow_mut().note("wake");
+            self.world.borrow_mut().record(Happening::Wake);
         })
     }
 
@@ -206,7 +209,7 @@ impl Env for SimEnv {
     }
 
     fn log(&self, message: &str) {
-        self.world.borrow_mut().note(&format!("log: {message}"));
+        self.world.borrow_mut().record(Happening::Log(message.to_owned()));
     }
 
     fn setting(&self, name: &str) -> Option<String> {

@@ -35,6 +35,8 @@ pub enum Verb {
 /// A statement as the simulator reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
+    /// The text as the system passed it, shared by every record of the statement.
+    pub text: std::sync::Arc<str>,
     pub verb: Verb,
     /// The first table the statement names: after `FROM` for reads and deletes, `INTO` for
     /// inserts, right after the verb for updates.
@@ -78,6 +80,7 @@ impl Statement {
                 .collect::<String>()
         });
         Statement {
+            text: std::sync::Arc::from(sql),
             verb,
             table,
             orders_rows: sql.to_ascii_uppercase().contains("ORDER BY"),

@@ -518,12 +518,15 @@ fn locate_divergence(options: &SweepOptions, seed: u64) -> Result<Divergence, St
         every_fault: options.every_fault,
         ..RunOptions::default()
     };
-    let first = run_seed(&options.system, seed, &run_options)?
-        .trace
-        .unwrap_or_default();
-    let second = run_seed(&options.system, seed, &run_options)?
-        .trace
-        .unwrap_or_default();
+    let lines = |steps: Option<Vec<crate::trace::TraceStep>>| -> Vec<String> {
+        steps
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    let first = lines(run_seed(&options.system, seed, &run_options)?.trace);
+    let second = lines(run_seed(&options.system, seed, &run_options)?.trace);
     Ok(first_difference(&first, &second).unwrap_or(Divergence {
         line: first.len().min(second.len()),
         first: vec!["(the traces agreed when repeated: the divergence is intermittent)".to_owned()],

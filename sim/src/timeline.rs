@@ -37,95 +37,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use commitgap::provider::ProviderReply;
+
 use crate::run::Failure;
-use crate::trace::format_time_ms;
-
-// ----- Reading trace lines -----
-
-/// A trace line of one step: `{step:>6} {virtual time:>12} {actor:<13} {action}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepLine {
-    pub step: u64,
-    pub time_ms: i64,
-    /// `name#incarnation` of a process, or `sender`, `provider`, `operator`, `fault:<name>`,
-    /// `world` or `invariant`.
-    pub actor: String,
-    /// Everything after the actor; several things that happened in the step are joined by ` | `.
-    pub action: String,
-}
-
-/// One trace line, read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TraceLine {
-    /// The first line of a run: `setup system=... seed=...`.
-    Setup { settings: String },
-    /// One step of the run.
-    Step(StepLine),
-    /// `heal: ...`: the fault phase ends. Its step column repeats the last step.
-    Heal(StepLine),
-    /// `FAILED <invariant>: <evidence>`, written after the step that broke the invariant.
-    Failed {
-        line: StepLine,
-        invariant: String,
-        evidence: String,
-    },
-    /// A line in no known shape; the page still shows it.
-    Unreadable,
-}
-
-/// Reads one trace line. Never fails: a line in no known shape is [`TraceLine::Unreadable`].
-pub fn parse_line(line: &str) -> TraceLine {
-    if let Some(settings) = line.strip_prefix("setup ") {
-        return TraceLine::Setup {
-            settings: settings.to_owned(),
-        };
-    }
-    let Some(step_line) = parse_step_line(line) else {
-        return TraceLine::Unreadable;
-    };
-    if step_line.actor == "world" && step_line.action.starts_with("heal:") {
-        return TraceLine::Heal(step_line);
-    }
-    if step_line.actor == "invariant"
-        && let Some(rest) = step_line.action.strip_prefix("FAILED ")
-    {
-        let (invariant, evidence) = rest.split_once(": ").unwrap_or((rest, ""));
-        let (invariant, evidence) = (invariant.to_owned(), evidence.to_owned());
-        return TraceLine::Failed {
-            line: step_line,
-            invariant,
-            evidence,
-        };
-    }
-    TraceLine::Step(step_line)
-}
-
-fn parse_step_line(line: &str) -> Option<StepLine> {
-    let (step, rest) = split_token(line)?;
-    let step = parse_digits(step)?;
-    let (time, rest) = split_token(rest)?;
-    let time_ms = parse_time_ms(time)?;
-    let (actor, rest) = split_token(rest)?;
-    Some(StepLine {
-        step: u64::try_from(step).ok()?,
-        time_ms,
-        actor: actor.to_owned(),
-        // The actor column is padded to 13 characters; the padding is not part of the action.
-        action: rest.trim_start_matches(' ').to_owned(),
-    })
-}
-
-/// The first space-separated token of `text` and what follows the space after it.
-fn split_token(text: &str) -> Option<(&str, &str)> {
-    let text = text.trim_start_matches(' ');
-    if text.is_empty() {
-        return None;
-    }
-    Some(match text.find(' ') {
-        Some(index) => (&text[..index], &text[index + 1..]),
-        None => (text, ""),
-    })
-}
+use crate::sql::{Statement, Verb};
+use crate::trace::{Actor, Arrival, CallOutcome, Happening, Observed, SqlOutcome, TraceStep, format_time_ms};
 
 /// A non-negative decimal number written with ASCII digits only.
 fn parse_digits(text: &str) -> Option<i64> {
@@ -133,66 +49,6 @@ fn parse_digits(text: &str) -> Option<i64> {
         return None;
     }
     text.parse().ok()
-}
-
-/// Reads `h:mm:ss.mmm` as written by [`format_time_ms`], with an optional minus sign.
-fn parse_time_ms(text: &str) -> Option<i64> {
-    let (negative, text) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let (clock, millis) = text.split_once('.')?;
-    let mut parts = clock.split(':');
-    let hours = parse_digits(parts.next()?)?;
-    let minutes = parse_digits(parts.next()?)?;
-    let seconds = parse_digits(parts.next()?)?;
-    if parts.next().is_some() || minutes >= 60 || seconds >= 60 || millis.len() != 3 {
-        return None;
-    }
-    let millis = parse_digits(millis)?;
-    let total_ms = hours
-        .checked_mul(3_600_000)?
-        .checked_add(minutes * 60_000 + seconds * 1_000 + millis)?;
-    Some(if negative { -total_ms } else { total_ms })
-}
-
-/// Reads a duration as written by `format_duration_ms`: `250ms`, `1.500s`, `21m47.357s`, `2d3h`.
-pub fn parse_duration_ms(text: &str) -> Option<i64> {
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total_ms: i64 = 0;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|character: char| !(character.is_ascii_digit() || character == '.'))
-            .unwrap_or(rest.len());
-        let (number, after) = rest.split_at(number_end);
-        let (unit_ms, unit_length) = if after.starts_with("ms") {
-            (1, 2)
-        } else {
-            match after.chars().next()? {
-                'd' => (86_400_000, 1),
-                'h' => (3_600_000, 1),
-                'm' => (60_000, 1),
-                's' => (1_000, 1),
-                _ => return None,
-            }
-        };
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        let mut amount_ms = parse_digits(whole)?.checked_mul(unit_ms)?;
-        if !fraction.is_empty() {
-            // Only seconds carry a fraction, in milliseconds.
-            if unit_ms != 1_000 || fraction.len() > 3 {
-                return None;
-            }
-            let scale = 10_i64.pow(3 - fraction.len() as u32);
-            amount_ms = amount_ms.checked_add(parse_digits(fraction)? * scale)?;
-        }
-        total_ms = total_ms.checked_add(amount_ms)?;
-        rest = &after[unit_length..];
-    }
-    Some(total_ms)
 }
 
 // ----- Lanes -----
@@ -269,8 +125,21 @@ fn incarnation_of(id: &str) -> Option<u64> {
     parse_digits(incarnation).and_then(|number| u64::try_from(number).ok())
 }
 
-/// The lane an actor or process id belongs to; `None` for `world` and `invariant`, which are
-/// drawn across every lane.
+/// The lane a step's actor belongs to; `None` for the world and an invariant, which are drawn
+/// across every lane.
+fn lane_of_actor(actor: &Actor) -> Option<Lane> {
+    match actor {
+        Actor::Process(id) => lane_of(id),
+        Actor::Sender => Some(Lane::named(LaneGroup::Sender)),
+        Actor::Provider => Some(Lane::named(LaneGroup::Provider)),
+        Actor::Operator => Some(Lane::named(LaneGroup::Operator)),
+        Actor::Fault(name) => lane_of(&format!("fault:{name}")),
+        Actor::World | Actor::Invariant => None,
+    }
+}
+
+/// The lane a process id (or an actor's name) belongs to; `None` for `world` and `invariant`,
+/// which are drawn across every lane.
 fn lane_of(actor: &str) -> Option<Lane> {
     let name = process_name(actor);
     let numbered = |prefix: &str| {
@@ -530,17 +399,14 @@ impl LineFacts {
 struct ReadState {
     /// Lanes whose process has a transaction open.
     open_transactions: BTreeSet<Lane>,
-    /// Idempotency keys the provider holds a stored result or cached error for, as far as the
-    /// replies show.
-    stored_keys: BTreeSet<String>,
 }
 
-/// Reads what one step line says, segment by segment.
-fn read_step(line: &StepLine, state: &mut ReadState) -> LineFacts {
-    let home = lane_of(&line.actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
+/// Reads what one step's record says, happening by happening.
+fn read_step(step: &TraceStep, state: &mut ReadState) -> LineFacts {
+    let home = lane_of_actor(&step.actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
     let mut facts = LineFacts::default();
-    for segment in line.action.split(" | ") {
-        read_segment(segment.trim(), line.time_ms, &home, &mut facts, state);
+    for happening in &step.happened {
+        read_happening(happening, step.time_ms, &home, &mut facts, state);
     }
     if facts.facts.is_empty() {
         facts.add(&home, Kind::Quiet, Tone::Neutral, "");
@@ -548,34 +414,181 @@ fn read_step(line: &StepLine, state: &mut ReadState) -> LineFacts {
     facts
 }
 
-fn read_segment(segment: &str, time_ms: i64, home: &Lane, facts: &mut LineFacts, state: &mut ReadState) {
-    let provider = Lane::named(LaneGroup::Provider);
-    if segment.is_empty() {
-        facts.add(home, Kind::Quiet, Tone::Neutral, segment);
-    } else if segment == "wake" {
-        facts.add(home, Kind::Wake, Tone::Neutral, segment);
-    } else if segment.starts_with("sleep ") {
-        facts.add(home, Kind::Sleep, Tone::Neutral, segment);
-    } else if let Some(sql) = segment.strip_prefix("sql ") {
-        read_sql(sql, segment, home, facts, state);
-    } else if let Some(rest) = segment.strip_prefix("answer ") {
-        if rest == "sent" {
-            facts.add(home, Kind::AnswerSent, Tone::Neutral, segment);
-        } else if rest.starts_with("lost") || rest.ends_with(" lost") {
-            facts.add(home, Kind::AnswerLost, Tone::Bad, segment);
-        } else {
-            facts.add(home, Kind::Answer, status_tone(rest), segment);
+/// The lane of a process id, or `home` when it names none.
+fn lane_or(process: &str, home: &Lane) -> Lane {
+    lane_of(process).unwrap_or_else(|| home.clone())
+}
+
+fn read_happening(
+    happening: &Happening,
+    time_ms: i64,
+    home: &Lane,
+    facts: &mut LineFacts,
+    state: &mut ReadState,
+) {
+    let text = happening.to_string();
+    match happening {
+        Happening::Sql {
+            statement, outcome, ..
+        } => read_sql(statement, outcome, &text, home, facts, state),
+        Happening::Committed { rows, observed } => {
+            *facts.commit_rows.get_or_insert(0) += *rows as u64;
+            facts.add(home, Kind::Commit, Tone::Database, &text);
+            for change in observed {
+                read_observed(change, home, facts);
+            }
         }
-    } else if let Some(rest) = segment.strip_prefix("sender got ") {
-        facts.add(home, Kind::SenderGot, status_tone(rest), segment);
-    } else if segment.starts_with("emit ") {
-        facts.add(home, Kind::Emit, Tone::Info, segment);
-    } else if segment.starts_with("deliver ") {
-        if segment.contains("lost on the way in") || segment.contains("connection refused") {
-            facts.add(home, Kind::DeliveryLost, Tone::Bad, segment);
-        } else {
-            facts.add(home, Kind::Deliver, Tone::Info, segment);
-            if let Some(target) = segment.rsplit_once(" -> ").and_then(|(_, to)| lane_of(to.trim())) {
+        Happening::TaskEndedInTransaction => {
+            state.open_transactions.remove(home);
+            facts.add(home, Kind::Rollback, Tone::Warn, &text);
+        }
+        Happening::Sleep { .. } => {
+            facts.add(home, Kind::Sleep, Tone::Neutral, &text);
+        }
+        Happening::Wake => {
+            facts.add(home, Kind::Wake, Tone::Neutral, &text);
+        }
+        Happening::Call {
+            key,
+            outcome,
+            reply_lost,
+            ..
+        } => {
+            let tone = if *reply_lost { Tone::Bad } else { Tone::Info };
+            facts.add(home, Kind::Call, tone, &text);
+            let provider = Lane::named(LaneGroup::Provider);
+            match outcome {
+                CallOutcome::Replied(reply) => provider_outcome(&provider, reply, &text, facts),
+                CallOutcome::Busy { .. } => {
+                    facts.add(&provider, Kind::Provider, Tone::Warn, &text);
+                }
+            }
+            let _ = key;
+            facts.links.push(Link {
+                from: home.clone(),
+                to: provider,
+                lost: *reply_lost,
+            });
+        }
+        Happening::Reply(reply) => {
+            facts.add(home, Kind::Reply, reply_tone(reply), &text);
+        }
+        Happening::ProviderFinishes { outcome, .. } => {
+            provider_outcome(&Lane::named(LaneGroup::Provider), outcome, &text, facts);
+        }
+        Happening::KeyForgotten { key } => {
+            let said = format!("the provider forgot key {key}: a request with it now counts as new");
+            facts.add(
+                &Lane::named(LaneGroup::Provider),
+                Kind::KeyExpiry,
+                Tone::Bad,
+                &said,
+            );
+        }
+        other => read_message(other, &text, time_ms, home, facts, state),
+    }
+}
+
+/// Deliveries, answers and the sender's side of a step.
+fn read_message(
+    happening: &Happening,
+    text: &str,
+    time_ms: i64,
+    home: &Lane,
+    facts: &mut LineFacts,
+    state: &mut ReadState,
+) {
+    match happening {
+        Happening::Answer(answer) => {
+            facts.add(home, Kind::Answer, status_tone(answer.status()), text);
+        }
+        Happening::AnswerSent | Happening::AnswerWritten => {
+            facts.add(home, Kind::AnswerSent, Tone::Neutral, text);
+        }
+        Happening::AnswerLostInCrash | Happening::AnswerLost { .. } => {
+            facts.add(home, Kind::AnswerLost, Tone::Bad, text);
+        }
+        Happening::SenderGot { answer, .. } => {
+            facts.add(home, Kind::SenderGot, status_tone(answer.status()), text);
+        }
+        Happening::Emit { .. } => {
+            facts.add(home, Kind::Emit, Tone::Info, text);
+        }
+        Happening::Deliver { arrival, .. } => read_arrival(arrival, Tone::Info, text, home, facts),
+        Happening::Attack { arrival, .. } => read_arrival(arrival, Tone::Bad, text, home, facts),
+        Happening::AttemptTimedOut { settled: true, .. }
+        | Happening::FaultTimer
+        | Happening::RestartSkipped => {
+            facts.add(home, Kind::Quiet, Tone::Neutral, text);
+        }
+        Happening::AttemptTimedOut { settled: false, .. } => {
+            facts.add(home, Kind::AttemptTimedOut, Tone::Warn, text);
+        }
+        other => read_fault(other, text, time_ms, home, facts, state),
+    }
+}
+
+/// Faults, recovery, the operator and the system's own log.
+fn read_fault(
+    happening: &Happening,
+    text: &str,
+    time_ms: i64,
+    home: &Lane,
+    facts: &mut LineFacts,
+    state: &mut ReadState,
+) {
+    match happening {
+        Happening::Crash { process, .. } => {
+            let lane = lane_or(process, home);
+            state.open_transactions.remove(&lane);
+            facts.add(&lane, Kind::Crash, Tone::Bad, text);
+        }
+        Happening::Restart { process } => {
+            let label = incarnation_of(process).map(|number| format!("#{number}"));
+            facts
+                .add(&lane_or(process, home), Kind::Restart, Tone::Good, text)
+                .label = label;
+        }
+        Happening::Pause { process, duration_ms } => {
+            let lane = lane_or(process, home);
+            facts.pause = Some((lane.clone(), time_ms.saturating_add(*duration_ms)));
+            facts.add(&lane, Kind::Pause, Tone::Warn, text);
+        }
+        Happening::ClockSet { process, .. } => {
+            facts.add(&lane_or(process, home), Kind::ClockJump, Tone::Info, text);
+        }
+        Happening::SenderClockSet { .. } => {
+            facts.add(&Lane::named(LaneGroup::Sender), Kind::ClockJump, Tone::Info, text);
+        }
+        Happening::Purge { .. } | Happening::PurgeSkipped => {
+            facts.add(&Lane::named(LaneGroup::Purge), Kind::Purge, Tone::Neutral, text);
+        }
+        Happening::OperatorRequeue | Happening::OperatorRedeliver { .. } => {
+            facts.add(
+                &Lane::named(LaneGroup::Operator),
+                Kind::Operator,
+                Tone::Neutral,
+                text,
+            );
+        }
+        Happening::Log(_) => {
+            // A pass that logged a failed statement outside any transaction (a busy database
+            // at a poll) is one more poll, not news.
+            let poll = facts.failed_sql && !state.open_transactions.contains(home);
+            facts.add(home, Kind::Log, Tone::Neutral, text).poll = poll;
+        }
+        _ => {
+            facts.add(home, Kind::Other, Tone::Neutral, text);
+        }
+    }
+}
+
+/// A delivery (or a hostile request): a line to the receiver it reached, or a loss.
+fn read_arrival(arrival: &Arrival, tone: Tone, text: &str, home: &Lane, facts: &mut LineFacts) {
+    match arrival {
+        Arrival::To(process) => {
+            facts.add(home, Kind::Deliver, tone, text);
+            if let Some(target) = lane_of(process) {
                 facts.links.push(Link {
                     from: home.clone(),
                     to: target,
@@ -583,225 +596,103 @@ fn read_segment(segment: &str, time_ms: i64, home: &Lane, facts: &mut LineFacts,
                 });
             }
         }
-    } else if segment.starts_with("attempt ") && segment.contains("timed out") {
-        facts.add(home, Kind::AttemptTimedOut, Tone::Warn, segment);
-    } else if segment.starts_with("attempt ") && segment.contains("settled before its timeout") {
-        facts.add(home, Kind::Quiet, Tone::Neutral, segment);
-    } else if let Some(rest) = segment.strip_prefix("call ") {
-        let (verb, rest) = rest.split_once(" key=").unwrap_or((rest, ""));
-        let (key, outcome) = rest.split_once(" -> ").unwrap_or((rest, ""));
-        let outcome = outcome.strip_prefix("provider ").unwrap_or(outcome);
-        let (outcome, lost) = match outcome.strip_suffix(", reply lost") {
-            Some(outcome) => (outcome, true),
-            None => (outcome, false),
-        };
-        facts.add(
-            home,
-            Kind::Call,
-            if lost { Tone::Bad } else { Tone::Info },
-            segment,
-        );
-        provider_outcome(&provider, key, outcome, verb == "send", segment, facts, state);
-        facts.links.push(Link {
-            from: home.clone(),
-            to: provider,
-            lost,
-        });
-    } else if let Some(rest) = segment.strip_prefix("reply ") {
-        let tone = if rest.contains("timed out") {
-            Tone::Warn
-        } else if rest.starts_with("error") || rest.starts_with("rejected") {
-            Tone::Bad
-        } else {
-            Tone::Good
-        };
-        facts.add(home, Kind::Reply, tone, segment);
-    } else if let Some(rest) = segment.strip_prefix("provider finishes key=") {
-        let (key, outcome) = rest.split_once(": ").unwrap_or((rest, ""));
-        let outcome = outcome.trim_end_matches(" (the caller timed out)");
-        provider_outcome(&provider, key, outcome, true, segment, facts, state);
-    } else if let Some(rest) = segment.strip_prefix("crash ") {
-        let process = rest.split(':').next().unwrap_or(rest);
-        let lane = lane_of(process).unwrap_or_else(|| home.clone());
-        state.open_transactions.remove(&lane);
-        facts.add(&lane, Kind::Crash, Tone::Bad, segment);
-    } else if let Some(process) = segment.strip_prefix("restart as ") {
-        let lane = lane_of(process).unwrap_or_else(|| home.clone());
-        let label = incarnation_of(process).map(|number| format!("#{number}"));
-        facts.add(&lane, Kind::Restart, Tone::Good, segment).label = label;
-    } else if let Some((process, duration)) = segment.split_once(" pauses for ") {
-        let lane = lane_of(process).unwrap_or_else(|| home.clone());
-        if let Some(duration_ms) = parse_duration_ms(duration) {
-            facts.pause = Some((lane.clone(), time_ms.saturating_add(duration_ms)));
+        Arrival::Lost | Arrival::Refused => {
+            facts.add(home, Kind::DeliveryLost, Tone::Bad, text);
         }
-        facts.add(&lane, Kind::Pause, Tone::Warn, segment);
-    } else if let Some((process, rest)) = segment.split_once(" clock set ") {
-        let lane = lane_of(process).unwrap_or_else(|| home.clone());
-        let (jump, after) = rest.split_once("from true time").unwrap_or((rest, ""));
-        let text = format!("{process} clock set {jump}from true time");
-        facts.add(&lane, Kind::ClockJump, Tone::Info, &text);
-        // A step's next remark is sometimes written straight after this one, without ` | `.
-        if !after.trim().is_empty() {
-            read_segment(after.trim(), time_ms, home, facts, state);
-        }
-    } else if segment.starts_with("purge ") {
-        facts.add(
-            &Lane::named(LaneGroup::Purge),
-            Kind::Purge,
-            Tone::Neutral,
-            segment,
-        );
-    } else if segment.starts_with("operator ") {
-        facts.add(
-            &Lane::named(LaneGroup::Operator),
-            Kind::Operator,
-            Tone::Neutral,
-            segment,
-        );
-    } else if let Some(message) = segment.strip_prefix("log: ") {
-        let fact = facts.add(home, Kind::Log, Tone::Neutral, segment);
-        // A relay pass that failed on a busy database is one more poll, not news.
-        fact.poll = message.starts_with("relay pass failed") && !state.open_transactions.contains(home);
-    } else if segment.starts_with("task ended inside a transaction") {
-        state.open_transactions.remove(home);
-        facts.add(home, Kind::Rollback, Tone::Warn, segment);
-    } else {
-        facts.add(home, Kind::Other, Tone::Neutral, segment);
     }
 }
 
+/// What a commit changed, as marks on the committing process's lane: the leases and outcomes
+/// the simulator read from the system's own rows.
+fn read_observed(change: &Observed, home: &Lane, facts: &mut LineFacts) {
+    let (kind, tone) = match change {
+        Observed::LeaseTaken { .. } => (Kind::LeaseClaim, Tone::Lease),
+        Observed::LeaseExtended { .. } => (Kind::LeaseExtend, Tone::Lease),
+        Observed::LeaseReleased { .. } => (Kind::Backoff, Tone::Warn),
+        Observed::Done { .. } => (Kind::Done, Tone::Good),
+        Observed::Dead { .. } => (Kind::Dead, Tone::Bad),
+    };
+    facts.add(home, kind, tone, &change.to_string());
+}
+
 /// The tone of a webhook answer by its HTTP status: 2xx good, 5xx retryable, others rejected.
-fn status_tone(text: &str) -> Tone {
-    match text.as_bytes().first() {
-        Some(b'2') => Tone::Good,
-        Some(b'5') => Tone::Warn,
-        Some(b'4') => Tone::Bad,
+fn status_tone(status: u16) -> Tone {
+    match status {
+        200..=299 => Tone::Good,
+        500..=599 => Tone::Warn,
+        400..=499 => Tone::Bad,
         _ => Tone::Neutral,
     }
 }
 
-/// Records what the provider did with a request for `key`, and a key expiry where the reply
-/// shows the provider no longer held the key an earlier request stored.
-fn provider_outcome(
-    provider: &Lane,
-    key: &str,
-    outcome: &str,
-    is_send: bool,
-    segment: &str,
-    facts: &mut LineFacts,
-    state: &mut ReadState,
-) {
-    let new_effect = outcome.contains("(new effect)");
-    let tone = if new_effect {
-        Tone::Effect
-    } else if outcome.starts_with("busy") || outcome.starts_with("409") || outcome.contains("timed out") {
-        Tone::Warn
-    } else if outcome.starts_with("rejected") || outcome.starts_with("unavailable") {
-        Tone::Bad
-    } else if outcome.starts_with("not found") {
-        Tone::Neutral
-    } else {
-        Tone::Good
-    };
-    let label = new_effect
-        .then(|| {
-            outcome
-                .strip_prefix("accepted ")
-                .and_then(|rest| rest.split(' ').next())
-        })
-        .flatten()
-        .map(str::to_owned);
-    facts.add(provider, Kind::Provider, tone, segment).label = label;
-    // A slow request acts later ("provider finishes"), and a suspended account is refused
-    // before the key store is consulted: neither says anything about the key yet.
-    if !is_send || outcome.starts_with("busy") || outcome.starts_with("rejected 400") {
-        return;
-    }
-    let cached = outcome.contains("(cached under this key)");
-    let from_store = outcome.contains("(replayed)")
-        || cached
-        || outcome.starts_with("409")
-        || outcome.starts_with("rejected 422");
-    if state.stored_keys.contains(key) && !from_store {
-        let text = format!("the provider had forgotten key {key}: this request counted as new");
-        facts.add(provider, Kind::KeyExpiry, Tone::Bad, &text);
-        state.stored_keys.remove(key);
-    }
-    if new_effect || cached {
-        state.stored_keys.insert(key.to_owned());
+/// The tone of what reached a caller of the provider.
+fn reply_tone(reply: &Result<ProviderReply, String>) -> Tone {
+    match reply {
+        Err(error) if error.starts_with("timed out") => Tone::Warn,
+        Err(_) | Ok(ProviderReply::Rejected { .. }) => Tone::Bad,
+        Ok(ProviderReply::Conflict) => Tone::Warn,
+        Ok(_) => Tone::Good,
     }
 }
 
-fn read_sql(sql: &str, segment: &str, home: &Lane, facts: &mut LineFacts, state: &mut ReadState) {
-    let (statement, result) = sql.rsplit_once(" -> ").unwrap_or((sql, ""));
-    let failed = result.starts_with("error");
-    let keyword = statement
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_ascii_uppercase();
+/// Records what the provider did with a request: a new effect (labelled with its id), a stored
+/// result replayed, a refusal.
+fn provider_outcome(
+    provider: &Lane,
+    reply: &Result<ProviderReply, String>,
+    text: &str,
+    facts: &mut LineFacts,
+) {
+    let (tone, label) = match reply {
+        Ok(ProviderReply::Accepted {
+            effect_id,
+            replayed: false,
+        }) => (Tone::Effect, Some(effect_id.clone())),
+        Ok(ProviderReply::NotFound) => (Tone::Neutral, None),
+        other => (reply_tone(other), None),
+    };
+    facts.add(provider, Kind::Provider, tone, text).label = label;
+}
+
+fn read_sql(
+    statement: &str,
+    outcome: &SqlOutcome,
+    text: &str,
+    home: &Lane,
+    facts: &mut LineFacts,
+    state: &mut ReadState,
+) {
+    let failed = matches!(outcome, SqlOutcome::Failed(_));
     let in_transaction = state.open_transactions.contains(home);
-    let claims_nothing = result.starts_with("0 ");
-    let (kind, tone) = match keyword.as_str() {
-        "BEGIN" => {
+    let verb = Statement::remembered(statement).verb.clone();
+    let (kind, tone) = match verb {
+        Verb::Begin => {
             if !failed {
                 state.open_transactions.insert(home.clone());
             }
             (Kind::Transaction, Tone::Neutral)
         }
-        "COMMIT" | "END" => {
+        Verb::Commit => {
             if !failed {
                 state.open_transactions.remove(home);
             }
             (Kind::Transaction, Tone::Neutral)
         }
-        "ROLLBACK" => {
+        Verb::Rollback => {
             state.open_transactions.remove(home);
             (Kind::Rollback, Tone::Warn)
         }
-        "SELECT" => (Kind::Read, Tone::Neutral),
-        _ if statement.starts_with("UPDATE outbox SET lease_owner") => (
-            Kind::LeaseClaim,
-            if claims_nothing {
-                Tone::Neutral
-            } else {
-                Tone::Lease
-            },
-        ),
-        _ if statement.starts_with("UPDATE outbox SET lease_expires_ms") => (Kind::LeaseExtend, Tone::Lease),
-        _ if statement.contains("SET status = 'done'") => (Kind::Done, Tone::Good),
-        _ if statement.contains("SET status = 'dead'") => (Kind::Dead, Tone::Bad),
-        _ if statement.starts_with("UPDATE outbox SET next_attempt_ms") => (Kind::Backoff, Tone::Warn),
+        Verb::Select => (Kind::Read, Tone::Neutral),
         _ => (Kind::Write, Tone::Database),
     };
     facts.failed_sql |= failed;
-    let is_outbox_step = matches!(
-        kind,
-        Kind::LeaseClaim | Kind::LeaseExtend | Kind::Done | Kind::Dead | Kind::Backoff
-    );
-    if failed && is_outbox_step {
-        // A claim or outcome that failed is still an attempt at one: it keeps its shape, in
-        // amber, and counts as a failed statement too.
-        facts.add(home, kind, Tone::Warn, segment);
-    }
     let (kind, tone) = if failed {
         (Kind::SqlError, Tone::Warn)
     } else {
         (kind, tone)
     };
-    let fact = facts.add(home, kind, tone, segment);
-    fact.poll = keyword == "SELECT" && !in_transaction;
-    if let Some(rows) = commit_rows(result) {
-        *facts.commit_rows.get_or_insert(0) += rows;
-        facts.add(home, Kind::Commit, Tone::Database, segment);
-    }
-}
-
-/// The row count of a `[commit N rows]` remark.
-fn commit_rows(result: &str) -> Option<u64> {
-    let (_, rest) = result.split_once("[commit ")?;
-    let count = rest.split(' ').next()?;
-    parse_digits(count).and_then(|number| u64::try_from(number).ok())
+    let fact = facts.add(home, kind, tone, text);
+    fact.poll = verb == Verb::Select && !in_transaction;
 }
 
 // ----- The run, read -----
@@ -902,11 +793,10 @@ struct Reading {
     last_time_ms: i64,
 }
 
-fn read_trace(lines: &[String], failure: Option<&Failure>) -> Reading {
-    let parsed: Vec<TraceLine> = lines.iter().map(|line| parse_line(line)).collect();
-    let mut reader = TraceReader::new(verdict_of(&parsed, failure));
-    for (line, parsed) in lines.iter().zip(parsed) {
-        reader.read(line, parsed);
+fn read_trace(steps: &[TraceStep], failure: Option<&Failure>) -> Reading {
+    let mut reader = TraceReader::new(verdict_of(steps, failure));
+    for step in steps {
+        reader.read(step);
     }
     reader.finish()
 }
@@ -957,22 +847,27 @@ impl TraceReader {
         }
     }
 
-    fn read(&mut self, line: &str, parsed: TraceLine) {
-        let step_line = match parsed {
-            TraceLine::Setup { settings } => {
-                add_setup_lanes(&mut self.reading.lanes, &settings);
-                self.reading.setup = Some(settings);
+    fn read(&mut self, step: &TraceStep) {
+        let line = step.to_string();
+        match step.happened.first() {
+            Some(Happening::Setup {
+                receivers,
+                relay_workers,
+                ..
+            }) => {
+                add_setup_lanes(&mut self.reading.lanes, *receivers, *relay_workers);
+                self.reading.setup = Some(line);
                 return;
             }
             // The failure is drawn from the verdict, on the column of its step.
-            TraceLine::Failed { .. } => return,
-            TraceLine::Heal(step_line) => {
+            Some(Happening::Failed { .. }) => return,
+            Some(Happening::Heal { .. }) => {
                 self.reading.heal_column = Some(self.reading.columns.len());
-                self.previous = (step_line.step, step_line.time_ms);
+                self.previous = (step.step, step.time_ms);
                 self.reading.columns.push(Column {
-                    step: step_line.step,
-                    time_ms: step_line.time_ms,
-                    text: line.to_owned(),
+                    step: step.step,
+                    time_ms: step.time_ms,
+                    text: line,
                     glyphs: Vec::new(),
                     links: Vec::new(),
                     kinds: BTreeSet::new(),
@@ -981,24 +876,16 @@ impl TraceReader {
                 });
                 return;
             }
-            TraceLine::Step(step_line) => step_line,
-            TraceLine::Unreadable => {
-                self.reading.unreadable.push(line.to_owned());
-                // Kept where it stood, as an "other" mark, so nothing in the trace goes missing.
-                let mut facts = LineFacts::default();
-                facts.add(&Lane::named(LaneGroup::Other), Kind::Other, Tone::Neutral, line);
-                let (step, time_ms) = self.previous;
-                self.add_column(line, step, time_ms, "", facts);
-                return;
-            }
-        };
-        self.previous = (step_line.step, step_line.time_ms);
-        let facts = read_step(&step_line, &mut self.state);
-        if facts.is_idle() && self.failing_step != Some(step_line.step) {
-            let home = lane_of(&step_line.actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
-            self.fold_idle(line, home, facts.failed_sql);
+            _ => {}
+        }
+        self.previous = (step.step, step.time_ms);
+        let facts = read_step(step, &mut self.state);
+        let actor = step.actor.to_string();
+        if facts.is_idle() && self.failing_step != Some(step.step) {
+            let home = lane_of_actor(&step.actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
+            self.fold_idle(&line, home, facts.failed_sql);
         } else {
-            self.add_column(line, step_line.step, step_line.time_ms, &step_line.actor, facts);
+            self.add_column(&line, step.step, step.time_ms, &step.actor, &actor, facts);
         }
     }
 
@@ -1023,10 +910,18 @@ impl TraceReader {
     }
 
     /// Gives a step that says something its column.
-    fn add_column(&mut self, line: &str, step: u64, time_ms: i64, actor: &str, mut facts: LineFacts) {
+    fn add_column(
+        &mut self,
+        line: &str,
+        step: u64,
+        time_ms: i64,
+        who: &Actor,
+        actor: &str,
+        mut facts: LineFacts,
+    ) {
         self.note_step(step, time_ms);
         let column = self.reading.columns.len();
-        let home = lane_of(actor).unwrap_or_else(|| Lane::named(LaneGroup::Other));
+        let home = lane_of_actor(who).unwrap_or_else(|| Lane::named(LaneGroup::Other));
         for link in &facts.links {
             self.reading.lanes.entry(link.to.clone()).or_default();
         }
@@ -1140,8 +1035,8 @@ impl TraceReader {
     }
 }
 
-/// The failure to show: the caller's, or else the one the trace's `FAILED` line reports.
-fn verdict_of(parsed: &[TraceLine], failure: Option<&Failure>) -> Option<Verdict> {
+/// The failure to show: the caller's, or else the one the trace's failed-invariant record says.
+fn verdict_of(steps: &[TraceStep], failure: Option<&Failure>) -> Option<Verdict> {
     if let Some(failure) = failure {
         return Some(Verdict {
             invariant: failure.invariant.clone(),
@@ -1151,35 +1046,21 @@ fn verdict_of(parsed: &[TraceLine], failure: Option<&Failure>) -> Option<Verdict
             evidence: failure.message.clone(),
         });
     }
-    parsed.iter().find_map(|line| match line {
-        TraceLine::Failed {
-            line,
-            invariant,
-            evidence,
-        } => Some(Verdict {
+    steps.iter().find_map(|step| match step.happened.first() {
+        Some(Happening::Failed { invariant, evidence }) => Some(Verdict {
             invariant: invariant.clone(),
             kind: None,
-            step: line.step,
-            time_ms: Some(line.time_ms),
+            step: step.step,
+            time_ms: Some(step.time_ms),
             evidence: evidence.clone(),
         }),
         _ => None,
     })
 }
 
-/// Lanes the setup line promises, so that a process that never acted still has its lane.
-fn add_setup_lanes(lanes: &mut BTreeMap<Lane, LaneInfo>, settings: &str) {
-    for setting in settings.split(' ') {
-        let Some((name, value)) = setting.split_once('=') else {
-            continue;
-        };
-        let prefix = match name {
-            "receivers" => "receiver-",
-            "relay-workers" => "relay-",
-            _ => continue,
-        };
-        // A bound keeps a damaged setup line from asking for millions of lanes.
-        let count = parse_digits(value).unwrap_or(0).min(64);
+/// Lanes the set-up promises, so that a process that never acted still has its lane.
+fn add_setup_lanes(lanes: &mut BTreeMap<Lane, LaneInfo>, receivers: u32, relay_workers: u32) {
+    for (prefix, count) in [("receiver-", receivers), ("relay-", relay_workers)] {
         for index in 1..=count {
             if let Some(lane) = lane_of(&format!("{prefix}{index}")) {
                 lanes.entry(lane).or_default();
@@ -1267,6 +1148,8 @@ fn mentions_any(line: &str, names: &[String]) -> bool {
 
 /// Width of one column, in pixels: room for a mark and a hover target.
 const COLUMN_PX: i64 = 8;
+/// A run with few columns spreads them over about this width.
+const SHORT_RUN_PX: i64 = 480;
 const LANE_PX: i64 = 32;
 /// The lanes start below the marker row, the virtual-time axis and the jump labels.
 const LANES_TOP_PX: i64 = 58;
@@ -1294,6 +1177,8 @@ struct Jump {
 #[derive(Debug)]
 struct Layout {
     column_left: Vec<i64>,
+    /// From one column's start to the next one's (without a jump between them).
+    pitch: i64,
     jumps: Vec<Jump>,
     lane_index: BTreeMap<Lane, i64>,
     width: i64,
@@ -1304,6 +1189,8 @@ impl Layout {
     fn new(reading: &Reading) -> Layout {
         let mut column_left = Vec::with_capacity(reading.columns.len());
         let mut jumps = Vec::new();
+        // A short run spreads its columns, so that its step numbers have room to be read.
+        let pitch = (SHORT_RUN_PX / reading.columns.len().max(1) as i64).clamp(COLUMN_PX, 6 * COLUMN_PX);
         let mut x = SIDE_PAD_PX;
         for (index, column) in reading.columns.iter().enumerate() {
             if index > 0 {
@@ -1320,7 +1207,7 @@ impl Layout {
                 }
             }
             column_left.push(x);
-            x += COLUMN_PX;
+            x += pitch;
         }
         let lane_index = reading
             .lanes
@@ -1328,11 +1215,16 @@ impl Layout {
             .enumerate()
             .map(|(index, lane)| (lane.clone(), index as i64))
             .collect();
+        // Wide enough for the failure's label, which a short run's chart could otherwise cut.
+        let label_px = reading.verdict.as_ref().map_or(0, |verdict| {
+            label_width_px(&failure_label(verdict)) + 2 * SIDE_PAD_PX
+        });
         Layout {
             column_left,
             jumps,
             lane_index,
-            width: (x + SIDE_PAD_PX).max(320),
+            pitch,
+            width: (x + SIDE_PAD_PX).max(320).max(label_px),
             height: LANES_TOP_PX + reading.lanes.len() as i64 * LANE_PX + STEP_AXIS_PX,
         }
     }
@@ -1341,12 +1233,17 @@ impl Layout {
         self.column_left[column] + COLUMN_PX / 2
     }
 
+    /// Where the column after `column` would start.
+    fn after(&self, column: usize) -> i64 {
+        self.column_left[column] + self.pitch
+    }
+
     /// The x of a gap between columns: where idle steps that fell into it are drawn.
     fn gap_x(&self, gap: usize) -> i64 {
         match (gap.checked_sub(1), self.column_left.get(gap)) {
             (None, Some(&left)) => left - 2,
-            (Some(before), Some(&left)) => (self.column_left[before] + COLUMN_PX + left) / 2,
-            (Some(before), None) => self.column_left[before] + COLUMN_PX + 2,
+            (Some(before), Some(&left)) => (self.after(before) + left) / 2,
+            (Some(before), None) => self.after(before) + 2,
             (None, None) => SIDE_PAD_PX,
         }
     }
@@ -1434,10 +1331,10 @@ fn escape(text: &str) -> String {
 /// `replay --trace` prints it; `failure`, when given, is the invariant that failed (otherwise
 /// the trace's own `FAILED` line, if any, is used). The same arguments always give the same
 /// bytes.
-pub fn render(title: &str, lines: &[String], failure: Option<&Failure>) -> String {
-    let reading = read_trace(lines, failure);
+pub fn render(title: &str, steps: &[TraceStep], failure: Option<&Failure>) -> String {
+    let reading = read_trace(steps, failure);
     let layout = Layout::new(&reading);
-    let mut page = String::with_capacity(4_096 + lines.len() * 512);
+    let mut page = String::with_capacity(4_096 + steps.len() * 512);
     let _ = write!(
         page,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -1978,9 +1875,16 @@ fn write_axes(page: &mut String, reading: &Reading, layout: &Layout) {
     page.push('\n');
     let bottom = layout.lanes_bottom();
     let mut last_step_x = i64::MIN / 2;
+    let last = reading.columns.len().saturating_sub(1);
     for (index, column) in reading.columns.iter().enumerate() {
         let x = layout.center_x(index);
-        if x - last_step_x >= STEP_LABEL_SPACING_PX {
+        // The last step is labelled too, where the labels leave it half their usual room.
+        let room = if index == last {
+            STEP_LABEL_SPACING_PX / 2
+        } else {
+            STEP_LABEL_SPACING_PX
+        };
+        if x - last_step_x >= room {
             let _ = write!(
                 page,
                 "<line class=\"tick\" x1=\"{x}\" y1=\"{bottom}\" x2=\"{x}\" y2=\"{}\"/><text class=\"step-label\" x=\"{x}\" y=\"{}\">{}</text>",
@@ -1994,16 +1898,34 @@ fn write_axes(page: &mut String, reading: &Reading, layout: &Layout) {
     page.push('\n');
     if let (Some(column), Some(verdict)) = (reading.failure_column, &reading.verdict) {
         let x = layout.center_x(column);
-        // Near the right edge the label reads leftwards, so it stays on the page.
-        let anchor = if x > layout.width - 260 { "end" } else { "start" };
+        let label = failure_label(verdict);
+        let width = label_width_px(&label);
+        // The label reads rightwards from its column when it fits, else leftwards, else from
+        // the chart's left edge: it is never cut.
+        let (anchor, at) = if x + 8 + width <= layout.width {
+            ("start", x + 8)
+        } else if x - 8 - width >= 0 {
+            ("end", x - 8)
+        } else {
+            ("start", SIDE_PAD_PX)
+        };
         let _ = writeln!(
             page,
-            "<text class=\"failure-label\" text-anchor=\"{anchor}\" x=\"{}\" y=\"12\">FAILED {} at step {}</text>",
-            if anchor == "end" { x - 8 } else { x + 8 },
-            escape(&verdict.invariant),
-            verdict.step
+            "<text class=\"failure-label\" text-anchor=\"{anchor}\" x=\"{at}\" y=\"12\">{}</text>",
+            escape(&label)
         );
     }
+}
+
+/// `FAILED <invariant> at step <n>`, drawn over the failing column.
+fn failure_label(verdict: &Verdict) -> String {
+    format!("FAILED {} at step {}", verdict.invariant, verdict.step)
+}
+
+/// About how wide a label is drawn, in pixels: the page's bold 12px sans-serif averages under
+/// seven pixels a character; rounded up so that a label is never cut.
+fn label_width_px(label: &str) -> i64 {
+    label.chars().count() as i64 * 8
 }
 
 /// The legend: each shape with what it stands for. Colours: green went well, amber was retried
@@ -2039,15 +1961,19 @@ const LEGEND: [(Kind, Tone, &str); 26] = [
         Tone::Database,
         "commit (a bar under another mark: that step committed)",
     ),
-    (Kind::SqlError, Tone::Warn, "statement failed (SQLITE_BUSY)"),
+    (
+        Kind::SqlError,
+        Tone::Warn,
+        "statement failed (busy, disk full, I/O error)",
+    ),
     (Kind::Rollback, Tone::Warn, "rollback"),
     (
         Kind::LeaseClaim,
         Tone::Lease,
-        "lease claim (UPDATE outbox SET lease_owner); grey: claimed nothing, amber: failed",
+        "lease taken, as the system's rows show (its token grew)",
     ),
     (Kind::LeaseExtend, Tone::Lease, "lease extended"),
-    (Kind::Backoff, Tone::Warn, "outcome recorded: retry later"),
+    (Kind::Backoff, Tone::Warn, "lease given up: retry later"),
     (Kind::Done, Tone::Good, "obligation done (green) or dead (red)"),
     (
         Kind::Call,
@@ -2283,17 +2209,80 @@ const SCRIPT: &str = "<script>\n(function () {\n  var scroller = document.getEle
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
 
-    /// A trace line as the simulator writes it.
-    fn line(step: u64, time_ms: i64, actor: &str, action: &str) -> String {
-        format!("{step:>6} {:>12} {actor:<13} {action}", format_time_ms(time_ms))
+    use commitgap::env::Value;
+    use commitgap::receiver::{Answer, SuccessKind};
+
+    use super::*;
+    use crate::trace::DeliveryHow;
+
+    /// One step's record.
+    fn step(step: u64, time_ms: i64, actor: Actor, happened: Vec<Happening>) -> TraceStep {
+        TraceStep {
+            step,
+            time_ms,
+            actor,
+            happened,
+        }
     }
 
-    fn setup(receivers: u32, relays: u32) -> String {
-        format!(
-            "setup system=reference seed=7 rows=4 accounts=1 orders=2 events=2 streams=2 receivers={receivers} relay-workers={relays} sender=svix"
+    fn process(id: &str) -> Actor {
+        Actor::Process(id.to_owned())
+    }
+
+    fn setup(receivers: u32, relay_workers: u32) -> TraceStep {
+        step(
+            0,
+            0,
+            Actor::World,
+            vec![Happening::Setup {
+                system: "reference".into(),
+                seed: 7,
+                rows: 4,
+                accounts: 1,
+                orders: 2,
+                events: 2,
+                streams: 2,
+                receivers,
+                relay_workers,
+                sender: "svix",
+            }],
         )
+    }
+
+    fn sql(statement: &str, outcome: SqlOutcome) -> Happening {
+        Happening::Sql {
+            statement: Arc::from(statement),
+            params: Vec::new(),
+            outcome,
+            injected: false,
+        }
+    }
+
+    fn crash(id: &str) -> Happening {
+        Happening::Crash {
+            process: id.into(),
+            tasks: 1,
+            open_transactions: 1,
+            restart_in_ms: 3_000,
+        }
+    }
+
+    fn send(key: &str, reply: Result<ProviderReply, String>, reply_lost: bool) -> Happening {
+        Happening::Call {
+            send: true,
+            key: key.into(),
+            outcome: CallOutcome::Replied(reply),
+            reply_lost,
+        }
+    }
+
+    fn accepted(effect_id: &str) -> Result<ProviderReply, String> {
+        Ok(ProviderReply::Accepted {
+            effect_id: effect_id.into(),
+            replayed: false,
+        })
     }
 
     fn failure(step: u64, message: &str) -> Failure {
@@ -2318,129 +2307,6 @@ mod tests {
     }
 
     #[test]
-    fn step_lines_are_read_field_by_field() {
-        let text = line(
-            42,
-            63_008,
-            "relay-1#1",
-            "call send key=k -> provider accepted shp-1 (new effect)",
-        );
-        assert_eq!(
-            parse_line(&text),
-            TraceLine::Step(StepLine {
-                step: 42,
-                time_ms: 63_008,
-                actor: "relay-1#1".to_owned(),
-                action: "call send key=k -> provider accepted shp-1 (new effect)".to_owned(),
-            })
-        );
-        // An actor longer than its 13-character column is followed by a single space.
-        let purge = line(
-            1338,
-            1_800_000,
-            "fault:receipt-purge",
-            "purge receipts received before 0:29:00.000",
-        );
-        let TraceLine::Step(purge) = parse_line(&purge) else {
-            panic!("a purge timer line is a step");
-        };
-        assert_eq!(purge.actor, "fault:receipt-purge");
-        assert_eq!(purge.action, "purge receipts received before 0:29:00.000");
-        // A fault timer with nothing to do leaves an empty action.
-        let TraceLine::Step(empty) = parse_line(&line(2069, 5_400_000, "fault:receipt-purge", "")) else {
-            panic!("an empty action is still a step");
-        };
-        assert_eq!(empty.action, "");
-    }
-
-    #[test]
-    fn setup_heal_and_failed_lines_are_recognised() {
-        assert_eq!(
-            parse_line("setup system=reference seed=1"),
-            TraceLine::Setup {
-                settings: "system=reference seed=1".to_owned()
-            }
-        );
-        let heal = line(
-            1973,
-            3_600_001,
-            "world",
-            "heal: faults stop, 0 crashed processes restart",
-        );
-        assert!(matches!(parse_line(&heal), TraceLine::Heal(step) if step.step == 1973));
-        let failed = line(
-            563,
-            5_638_117,
-            "invariant",
-            "FAILED one-effect-per-operation: 2 effects: a: b",
-        );
-        let TraceLine::Failed {
-            line,
-            invariant,
-            evidence,
-        } = parse_line(&failed)
-        else {
-            panic!("a FAILED line is recognised");
-        };
-        assert_eq!((line.step, line.time_ms), (563, 5_638_117));
-        assert_eq!(invariant, "one-effect-per-operation");
-        assert_eq!(evidence, "2 effects: a: b");
-    }
-
-    #[test]
-    fn lines_in_no_known_shape_are_unreadable_never_a_panic() {
-        for text in [
-            "",
-            "   ",
-            "replay: seed 1 on reference: passed every invariant",
-            "12",
-            "12 0:00:00.000",
-            "12 noon sender deliver",
-            "-3 0:00:00.000 sender emit",
-            "99999999999999999999999 0:00:00.000 sender emit",
-            "1 99999999999999:00:00.000 sender emit",
-            "1 0:61:00.000 sender emit",
-            "1 0:00:00.0000 sender emit",
-            "1 0:00:00 sender emit",
-            "1 +0:00:00.000 sender emit",
-            "1 0:0é:00.000 sender emit",
-            "\u{1f4a5} 0:00:00.000 sender emit",
-        ] {
-            assert_eq!(parse_line(text), TraceLine::Unreadable, "{text:?}");
-        }
-    }
-
-    #[test]
-    fn times_and_durations_read_back_what_the_trace_writes() {
-        for time_ms in [
-            0,
-            1,
-            999,
-            61_042,
-            27 * 3_600_000 + 61_042,
-            400 * 3_600_000,
-            -30_000,
-        ] {
-            assert_eq!(parse_time_ms(&format_time_ms(time_ms)), Some(time_ms));
-        }
-        for duration_ms in [
-            0,
-            250,
-            1_000,
-            1_500,
-            300_000,
-            1_307_357,
-            2 * 86_400_000 + 3 * 3_600_000,
-        ] {
-            let text = crate::trace::format_duration_ms(duration_ms);
-            assert_eq!(parse_duration_ms(&text), Some(duration_ms), "{text}");
-        }
-        for text in ["", "5", "5x", "1.5m", "1.5555s", "m", "99999999999999999999d"] {
-            assert_eq!(parse_duration_ms(text), None, "{text:?}");
-        }
-    }
-
-    #[test]
     fn a_process_keeps_one_lane_across_incarnations() {
         assert_eq!(lane_of("receiver-2#1"), lane_of("receiver-2#3"));
         assert_eq!(
@@ -2456,29 +2322,34 @@ mod tests {
         assert!(lane_of("relay-3#1") < lane_of("provider"));
         assert_eq!(lane_of("fault:receipt-purge"), lane_of("purge#4"));
         assert_eq!(lane_of("operator#1"), lane_of("operator"));
-        assert_eq!(lane_of("world"), None);
-        assert_eq!(lane_of("invariant"), None);
+        assert_eq!(lane_of_actor(&Actor::World), None);
+        assert_eq!(lane_of_actor(&Actor::Invariant), None);
 
-        let lines = [
+        let begin = || sql("BEGIN IMMEDIATE", SqlOutcome::Done);
+        let steps = [
             setup(2, 1),
-            line(1, 0, "receiver-2#1", "sql BEGIN IMMEDIATE -> ok"),
-            line(
-                2,
-                1,
-                "receiver-2#1",
-                "crash receiver-2#1: 1 tasks dropped, 1 open transactions rolled back, restart in 3s",
+            step(1, 0, process("receiver-2#1"), vec![begin()]),
+            step(2, 1, process("receiver-2#1"), vec![crash("receiver-2#1")]),
+            step(
+                3,
+                3_001,
+                process("receiver-2#1"),
+                vec![Happening::Restart {
+                    process: "receiver-2#2".into(),
+                }],
             ),
-            line(3, 3_001, "receiver-2#1", "restart as receiver-2#2"),
-            line(
-                4,
-                3_002,
-                "receiver-2#2",
-                "crash receiver-2#2: 0 tasks dropped, 0 open transactions rolled back, restart in 1s",
+            step(4, 3_002, process("receiver-2#2"), vec![crash("receiver-2#2")]),
+            step(
+                5,
+                4_002,
+                process("receiver-2#2"),
+                vec![Happening::Restart {
+                    process: "receiver-2#3".into(),
+                }],
             ),
-            line(5, 4_002, "receiver-2#2", "restart as receiver-2#3"),
-            line(6, 4_003, "receiver-2#3", "sql BEGIN IMMEDIATE -> ok"),
+            step(6, 4_003, process("receiver-2#3"), vec![begin()]),
         ];
-        let page = render("lanes", &lines, None);
+        let page = render("lanes", &steps, None);
         assert_eq!(
             page.matches("class=\"lane-label\" data-lane=\"receiver-2\"")
                 .count(),
@@ -2506,26 +2377,28 @@ mod tests {
 
     #[test]
     fn trace_text_is_escaped_everywhere() {
-        let hostile = "log: <script>alert(\"x\")</script> & 'quoted' </title><b>";
-        let lines = [
+        let hostile = "<script>alert(\"x\")</script> & 'quoted' </title><b>";
+        let steps = [
             setup(1, 1),
-            line(1, 0, "receiver-1#1", hostile),
-            line(2, 1, "<img src=x>", "what & why"),
-            "<svg onload=alert(1)> not a trace line".to_owned(),
+            step(
+                1,
+                0,
+                process("receiver-1#1"),
+                vec![Happening::Log(hostile.into())],
+            ),
+            step(
+                2,
+                1,
+                process("<img src=x>"),
+                vec![Happening::Log("what & why".into())],
+            ),
         ];
         let evidence = Failure {
             message: "2 effects <b>&</b> \"quoted\"".to_owned(),
             ..failure(1, "")
         };
-        let page = render("title <i>&</i>", &lines, Some(&evidence));
-        for raw in [
-            "<script>alert",
-            "</title><b>",
-            "<img src",
-            "<svg onload",
-            "<b>&</b>",
-            "<i>&</i>",
-        ] {
+        let page = render("title <i>&</i>", &steps, Some(&evidence));
+        for raw in ["<script>alert", "</title><b>", "<img src", "<b>&</b>", "<i>&</i>"] {
             assert!(!page.contains(raw), "{raw} reached the page unescaped");
         }
         assert!(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quoted&#39;"));
@@ -2538,34 +2411,61 @@ mod tests {
 
     #[test]
     fn idle_polls_fold_into_one_grey_line_per_lane() {
-        let poll = "sql SELECT operation_key, max(next_attempt_ms, coalesce(lease_expires_ms, 0)) AS due_ms FROM outbox W… -> 0 rows | sleep 1s";
-        let failed_poll = "sql SELECT operation_key FROM outbox -> error: database is busy | log: relay pass failed: database is busy | sleep 1s";
-        let mut lines = vec![setup(1, 1)];
-        let mut step = 0;
-        let mut time_ms = 0;
+        let poll = || {
+            vec![
+                sql(
+                    "SELECT operation_key FROM outbox",
+                    SqlOutcome::Rows {
+                        count: 0,
+                        first: None,
+                    },
+                ),
+                Happening::Sleep { duration_ms: 1_000 },
+            ]
+        };
+        let failed_poll = || {
+            vec![
+                sql(
+                    "SELECT operation_key FROM outbox",
+                    SqlOutcome::Failed("database is busy".into()),
+                ),
+                Happening::Log("the pass failed: database is busy".into()),
+                Happening::Sleep { duration_ms: 1_000 },
+            ]
+        };
+        let relay = || process("relay-1#1");
+        let mut steps = vec![setup(1, 1)];
+        let (mut number, mut time_ms) = (0, 0);
         for index in 0..300 {
-            step += 1;
+            number += 1;
             time_ms += 1_000;
-            lines.push(line(step, time_ms, "relay-1#1", "wake"));
-            step += 1;
-            let action = if index % 10 == 0 { failed_poll } else { poll };
-            lines.push(line(step, time_ms + 1, "relay-1#1", action));
+            steps.push(step(number, time_ms, relay(), vec![Happening::Wake]));
+            number += 1;
+            let happened = if index % 10 == 0 { failed_poll() } else { poll() };
+            steps.push(step(number, time_ms + 1, relay(), happened));
         }
-        step += 1;
-        lines.push(line(
-            step,
+        let found = SqlOutcome::Rows {
+            count: 1,
+            first: Some(vec![Value::Text("k".into()), Value::Integer(5)]),
+        };
+        steps.push(step(
+            number + 1,
             time_ms + 2,
-            "relay-1#1",
-            "sql SELECT operation_key FROM outbox -> 1 rows ('k', 5)",
+            relay(),
+            vec![sql("SELECT operation_key FROM outbox", found)],
         ));
-        step += 1;
-        lines.push(line(
-            step,
-            time_ms + 3,
-            "relay-1#1",
-            "sql UPDATE outbox SET lease_owner = ?1, lease_token = lease_token + 1 ['relay-1#1', 'k'] -> 1 rows ('{}') [commit 1 rows]",
-        ));
-        let page = render("polls", &lines, None);
+        let claim = vec![
+            sql("UPDATE outbox SET lease_owner = ?1", SqlOutcome::Changed(1)),
+            Happening::Committed {
+                rows: 1,
+                observed: vec![Observed::LeaseTaken {
+                    operation_key: "k".into(),
+                    token: 1,
+                }],
+            },
+        ];
+        steps.push(step(number + 2, time_ms + 3, relay(), claim));
+        let page = render("polls", &steps, None);
         assert_eq!(
             page.matches("<g class=\"m").count(),
             2,
@@ -2581,130 +2481,160 @@ mod tests {
 
     #[test]
     fn reads_inside_a_transaction_are_not_idle() {
-        let lines = [
+        let relay = || process("relay-1#1");
+        let read = |count| {
+            vec![
+                sql(
+                    "SELECT payload FROM outbox",
+                    SqlOutcome::Rows { count, first: None },
+                ),
+                Happening::Sleep { duration_ms: 1_000 },
+            ]
+        };
+        let steps = [
             setup(1, 1),
-            line(1, 0, "relay-1#1", "sql BEGIN IMMEDIATE -> ok"),
-            line(
-                2,
-                1,
-                "relay-1#1",
-                "sql SELECT payload FROM outbox -> 1 rows ('p') | sleep 1s",
-            ),
-            line(3, 1_001, "relay-1#1", "sql COMMIT -> ok"),
-            line(
-                4,
-                1_002,
-                "relay-1#1",
-                "sql SELECT payload FROM outbox -> 0 rows | sleep 1s",
-            ),
+            step(1, 0, relay(), vec![sql("BEGIN IMMEDIATE", SqlOutcome::Done)]),
+            step(2, 1, relay(), read(1)),
+            step(3, 1_001, relay(), vec![sql("COMMIT", SqlOutcome::Done)]),
+            step(4, 1_002, relay(), read(0)),
         ];
-        let page = render("transaction", &lines, None);
+        let page = render("transaction", &steps, None);
         assert_eq!(page.matches("<g class=\"m").count(), 3);
         assert!(page.contains("data-steps=\"1\""), "the read after COMMIT is idle");
     }
 
     #[test]
-    fn an_unparseable_line_becomes_an_other_mark() {
-        let lines = [
+    fn an_actor_of_no_known_lane_gets_a_lane_of_its_own() {
+        let steps = [
             setup(1, 1),
-            line(
+            step(
                 1,
-                0,
-                "sender",
-                "emit payment.succeeded evt-1 (acct-a, order tenant-a/order-1, 1 subscriptions)",
+                1,
+                process("mystery-actor#2"),
+                vec![Happening::Log("does something new".into())],
             ),
-            "garbage that is not a trace line".to_owned(),
-            line(2, 1, "mystery-actor#2", "does something new"),
         ];
-        let page = render("odd", &lines, None);
-        assert!(page.contains("class=\"lane-label\" data-lane=\"other\""));
+        let page = render("odd", &steps, None);
         assert!(page.contains("class=\"lane-label\" data-lane=\"mystery-actor\""));
-        assert_eq!(marks_with_kind(&page, "other"), 2);
-        assert!(page.contains("<section id=\"unreadable\">"));
-        assert!(page.contains("garbage that is not a trace line"));
+        assert_eq!(marks_with_kind(&page, "log"), 1);
     }
 
     #[test]
     fn messages_calls_and_faults_get_their_marks() {
-        let lines = [
+        let deliver = |how, arrival| Happening::Deliver {
+            event_id: "evt-1".into(),
+            account: "acct-a".into(),
+            stream: 0,
+            how,
+            arrival,
+        };
+        let applied = Answer::Success(SuccessKind::Applied);
+        let relay = || process("relay-1#1");
+        let steps = [
             setup(2, 1),
-            line(
+            step(
                 1,
                 0,
-                "sender",
-                "deliver evt-1 (acct-a) stream 0 attempt 1 -> receiver-2#1 | deliver evt-1 (acct-a) stream 0 (copy): lost on the way in",
+                Actor::Sender,
+                vec![
+                    deliver(DeliveryHow::Attempt(1), Arrival::To("receiver-2#1".into())),
+                    deliver(DeliveryHow::Copy, Arrival::Lost),
+                ],
             ),
-            line(
+            step(
                 2,
                 1,
-                "receiver-2#1",
-                "sql COMMIT -> ok [commit 3 rows] | answer 200 Applied",
+                process("receiver-2#1"),
+                vec![
+                    sql("COMMIT", SqlOutcome::Done),
+                    Happening::Answer(applied.clone()),
+                    Happening::Committed {
+                        rows: 3,
+                        observed: Vec::new(),
+                    },
+                ],
             ),
-            line(3, 2, "receiver-2#1", "answer 200 Applied to stream 0 lost"),
-            line(
+            step(
+                3,
+                2,
+                process("receiver-2#1"),
+                vec![Happening::AnswerLost {
+                    answer: applied,
+                    stream: 0,
+                }],
+            ),
+            step(
                 4,
                 3,
-                "relay-1#1",
-                "relay-1#1 clock set +51168 ms from true timereply error: provider call timed out",
+                relay(),
+                vec![
+                    Happening::ClockSet {
+                        process: "relay-1#1".into(),
+                        offset_ms: 51_168,
+                    },
+                    Happening::Reply(Err("timed out".into())),
+                ],
             ),
-            line(5, 4, "relay-1#1", "relay-1#1 pauses for 10m"),
-            line(
+            step(
+                5,
+                4,
+                relay(),
+                vec![Happening::Pause {
+                    process: "relay-1#1".into(),
+                    duration_ms: 600_000,
+                }],
+            ),
+            step(
                 6,
                 600_004,
-                "relay-1#1",
-                "call send key=tenant-a/order-1/fulfill/v1 -> provider accepted shp-1 (new effect), reply lost",
+                relay(),
+                vec![send("tenant-a/order-1/fulfill/v1", accepted("shp-1"), true)],
             ),
-            line(
+            step(
                 7,
                 600_005,
-                "provider",
-                "provider finishes key=tenant-a/order-2/fulfill/v1: accepted shp-2 (new effect) (the caller timed out)",
+                Actor::Provider,
+                vec![Happening::ProviderFinishes {
+                    key: "tenant-a/order-2/fulfill/v1".into(),
+                    outcome: accepted("shp-2"),
+                }],
             ),
-            line(
+            step(
                 8,
                 600_006,
-                "fault:receipt-purge",
-                "purge receipts received before 0:09:00.000",
+                Actor::Fault("receipt-purge".into()),
+                vec![Happening::Purge {
+                    older_than_ms: 540_000,
+                }],
             ),
-            line(
+            step(
                 9,
                 600_007,
-                "purge#1",
-                "sql DELETE FROM receipts WHERE received_ms < ?1 [540000] -> 2 changed [commit 2 rows]",
+                process("purge#1"),
+                vec![
+                    sql(
+                        "DELETE FROM receipts WHERE received_ms < ?1",
+                        SqlOutcome::Changed(2),
+                    ),
+                    Happening::Committed {
+                        rows: 2,
+                        observed: Vec::new(),
+                    },
+                ],
             ),
         ];
-        let page = render("marks", &lines, None);
+        let page = render("marks", &steps, None);
         assert_eq!(marks_with_kind(&page, "deliver"), 1);
         assert_eq!(marks_with_kind(&page, "delivery-lost"), 1);
         assert_eq!(marks_with_kind(&page, "answer"), 1);
         assert_eq!(marks_with_kind(&page, "answer-lost"), 1);
         assert_eq!(marks_with_kind(&page, "commit"), 2);
         assert_eq!(marks_with_kind(&page, "clock-jump"), 1);
-        assert_eq!(
-            marks_with_kind(&page, "reply"),
-            1,
-            "a remark written straight after a clock jump"
-        );
+        assert_eq!(marks_with_kind(&page, "reply"), 1);
         assert_eq!(marks_with_kind(&page, "pause"), 1);
         assert_eq!(marks_with_kind(&page, "call"), 1);
         assert_eq!(marks_with_kind(&page, "provider"), 2);
         assert_eq!(marks_with_kind(&page, "purge"), 1);
-        let busy_claim = [
-            setup(1, 1),
-            line(
-                1,
-                0,
-                "relay-2#2",
-                "sql UPDATE outbox SET lease_owner = ?1 ['relay-2#2', 'k'] -> error: database is busy | log: relay pass failed: database is busy | sleep 1s",
-            ),
-        ];
-        let busy = render("busy claim", &busy_claim, None);
-        assert_eq!(
-            marks_with_kind(&busy, "lease-claim"),
-            1,
-            "a failed claim is still a claim"
-        );
-        assert_eq!(marks_with_kind(&busy, "sql-error"), 1);
         assert!(
             page.contains("class=\"link lost\""),
             "the lost reply shows on the call's line"
@@ -2719,77 +2649,130 @@ mod tests {
     }
 
     #[test]
-    fn a_key_expiry_shows_where_a_stored_key_acts_anew() {
-        let send = |step: u64, outcome: &str| {
-            line(
-                step,
-                step as i64,
-                "relay-1#1",
-                &format!("call send key=tenant-a/order-1/fulfill/v1 -> provider {outcome}"),
-            )
-        };
-        let replayed = [
+    fn leases_and_outcomes_come_from_the_rows_any_system_commits() {
+        // A system with its own table and statements: the marks come from what its decoder read,
+        // not from its SQL.
+        let worker = || process("relay-1#1");
+        let committed = |observed| Happening::Committed { rows: 1, observed };
+        let key = || "shop/order-9/ship".to_owned();
+        let steps = [
             setup(1, 1),
-            send(1, "accepted shp-1 (new effect)"),
-            send(2, "accepted shp-1 (replayed)"),
+            step(
+                1,
+                0,
+                worker(),
+                vec![
+                    sql(
+                        "UPDATE jobs SET holder = ?1 WHERE id = ?2",
+                        SqlOutcome::Changed(1),
+                    ),
+                    committed(vec![Observed::LeaseTaken {
+                        operation_key: key(),
+                        token: 1,
+                    }]),
+                ],
+            ),
+            step(
+                2,
+                1,
+                worker(),
+                vec![
+                    sql("UPDATE jobs SET until_ms = ?1", SqlOutcome::Changed(1)),
+                    committed(vec![Observed::LeaseExtended { operation_key: key() }]),
+                ],
+            ),
+            step(
+                3,
+                2,
+                worker(),
+                vec![
+                    sql("UPDATE jobs SET state = 'shipped'", SqlOutcome::Changed(1)),
+                    committed(vec![Observed::Done { operation_key: key() }]),
+                ],
+            ),
+            step(
+                4,
+                3,
+                worker(),
+                vec![
+                    sql("UPDATE jobs SET state = 'failed'", SqlOutcome::Changed(1)),
+                    committed(vec![Observed::Dead { operation_key: key() }]),
+                ],
+            ),
         ];
-        assert_eq!(marks_with_kind(&render("kept", &replayed, None), "key-expiry"), 0);
-        let forgotten = [
+        let page = render("jobs", &steps, None);
+        for kind in ["lease-claim", "lease-extend", "done", "dead"] {
+            assert_eq!(marks_with_kind(&page, kind), 1, "{kind}");
+        }
+        assert!(page.contains("lease on shop/order-9/ship taken (token 1)"));
+    }
+
+    #[test]
+    fn a_key_expiry_shows_where_the_provider_forgot_it() {
+        let relay = || process("relay-1#1");
+        let key = "tenant-a/order-1/fulfill/v1";
+        let steps = [
             setup(1, 1),
-            send(1, "accepted shp-1 (new effect)"),
-            send(2, "409 conflict"),
-            send(3, "accepted shp-2 (new effect)"),
+            step(1, 1, relay(), vec![send(key, accepted("shp-1"), false)]),
+            step(
+                2,
+                2,
+                relay(),
+                vec![Happening::KeyForgotten { key: key.into() }, Happening::Wake],
+            ),
+            step(3, 3, relay(), vec![send(key, accepted("shp-2"), false)]),
         ];
-        let page = render("forgotten", &forgotten, None);
+        let page = render("forgotten", &steps, None);
         assert_eq!(marks_with_kind(&page, "key-expiry"), 1);
-        assert!(page.contains("the provider had forgotten key tenant-a/order-1/fulfill/v1"));
-        let sticky = [
-            setup(1, 1),
-            send(1, "unavailable: 500 internal error (cached under this key)"),
-            send(2, "unavailable: 500 internal error (cached under this key)"),
-            send(3, "accepted shp-1 (new effect)"),
-        ];
-        assert_eq!(marks_with_kind(&render("sticky", &sticky, None), "key-expiry"), 1);
+        assert!(page.contains("the provider forgot key tenant-a/order-1/fulfill/v1"));
     }
 
     #[test]
     fn the_failing_step_is_highlighted_with_its_evidence() {
         let evidence = "operation tenant-a/order-1/fulfill/v1 has 2 effects: shp-1 under key tenant-a/order-1/fulfill/v1; shp-2";
-        let lines = [
+        let relay = || process("relay-1#1");
+        let steps = [
             setup(1, 1),
-            line(
+            step(
                 1,
                 0,
-                "relay-1#1",
-                "call send key=tenant-a/order-1/fulfill/v1 -> provider accepted shp-1 (new effect)",
+                relay(),
+                vec![send("tenant-a/order-1/fulfill/v1", accepted("shp-1"), false)],
             ),
-            line(
+            step(
                 2,
                 1,
-                "relay-1#1",
-                "call send key=tenant-a/order-12/fulfill/v1 -> provider accepted shp-12 (new effect)",
+                relay(),
+                vec![send("tenant-a/order-12/fulfill/v1", accepted("shp-12"), false)],
             ),
-            line(
+            step(
                 3,
                 2,
-                "relay-1#1",
-                "call send key=tenant-a/order-1/fulfill/v1#retry2 -> provider accepted shp-3 (new effect)",
+                relay(),
+                vec![send(
+                    "tenant-a/order-1/fulfill/v1#retry2",
+                    accepted("shp-3"),
+                    false,
+                )],
             ),
-            line(
+            step(
                 4,
                 5_000,
-                "relay-1#1",
-                "call send key=tenant-a/order-1/fulfill/v1 -> provider accepted shp-2 (new effect)",
+                relay(),
+                vec![send("tenant-a/order-1/fulfill/v1", accepted("shp-2"), false)],
             ),
-            line(
+            step(
                 4,
                 5_000,
-                "invariant",
-                &format!("FAILED one-effect-per-operation: {evidence}"),
+                Actor::Invariant,
+                vec![Happening::Failed {
+                    invariant: "one-effect-per-operation".into(),
+                    evidence: evidence.into(),
+                }],
             ),
         ];
         for given in [Some(failure(4, evidence)), None] {
-            let page = render("failed", &lines, given.as_ref());
+            let page = render("failed", &steps, given.as_ref());
             assert!(page.contains("<section id=\"verdict\" class=\"verdict failed\">"));
             assert!(page.contains("<span class=\"invariant\">one-effect-per-operation</span>"));
             assert!(page.contains(&format!("<p class=\"evidence\">{}</p>", escape(evidence))));
@@ -2807,17 +2790,12 @@ mod tests {
 
     #[test]
     fn a_liveness_failure_at_an_idle_step_still_gets_its_column() {
-        let lines = [
+        let steps = [
             setup(1, 1),
-            line(1, 0, "relay-1#1", "wake"),
-            line(
-                1,
-                0,
-                "world",
-                "heal: faults stop, 0 crashed processes restart, clocks are set right",
-            ),
-            line(2, 60_000, "operator", "operator requeues dead obligations"),
-            line(3, 120_000, "relay-1#1", "wake"),
+            step(1, 0, process("relay-1#1"), vec![Happening::Wake]),
+            step(1, 0, Actor::World, vec![Happening::Heal { restarting: 0 }]),
+            step(2, 60_000, Actor::Operator, vec![Happening::OperatorRequeue]),
+            step(3, 120_000, process("relay-1#1"), vec![Happening::Wake]),
         ];
         let liveness = Failure {
             invariant: "outbox-drains".to_owned(),
@@ -2826,7 +2804,7 @@ mod tests {
             time_ms: 120_001,
             message: "tenant-a/order-1/fulfill/v1 is still pending".to_owned(),
         };
-        let page = render("liveness", &lines, Some(&liveness));
+        let page = render("liveness", &steps, Some(&liveness));
         assert!(
             page.contains("data-step=\"3\" x="),
             "the failing step has the failure band"
@@ -2839,47 +2817,96 @@ mod tests {
 
     #[test]
     fn the_same_trace_gives_the_same_bytes() {
-        let lines = [
+        let steps = [
             setup(2, 2),
-            line(
+            step(
                 1,
                 0,
-                "sender",
-                "emit payment.succeeded evt-1 (acct-a, order tenant-a/order-1, 1 subscriptions)",
+                Actor::Sender,
+                vec![Happening::Emit {
+                    kind: crate::workload::EventKind::Payment,
+                    event_id: "evt-1".into(),
+                    account: "acct-a".into(),
+                    tenant: "tenant-a".into(),
+                    order: "order-1".into(),
+                    subscriptions: 1,
+                }],
             ),
-            line(
+            step(
                 2,
                 7_200_000,
-                "relay-2#1",
-                "sql SELECT x FROM outbox -> 0 rows | sleep 1s",
+                process("relay-2#1"),
+                vec![
+                    sql(
+                        "SELECT x FROM outbox",
+                        SqlOutcome::Rows {
+                            count: 0,
+                            first: None,
+                        },
+                    ),
+                    Happening::Sleep { duration_ms: 1_000 },
+                ],
             ),
-            line(
+            step(
                 3,
                 7_200_001,
-                "receiver-1#1",
-                "sql COMMIT -> ok [commit 2 rows] | answer 200 Applied",
+                process("receiver-1#1"),
+                vec![
+                    sql("COMMIT", SqlOutcome::Done),
+                    Happening::Committed {
+                        rows: 2,
+                        observed: Vec::new(),
+                    },
+                ],
             ),
         ];
-        let first = render("same", &lines, Some(&failure(3, "why")));
-        assert_eq!(first, render("same", &lines, Some(&failure(3, "why"))));
+        let first = render("same", &steps, Some(&failure(3, "why")));
+        assert_eq!(first, render("same", &steps, Some(&failure(3, "why"))));
         assert!(first.contains(">+2h00m</text>"), "a two-hour jump is labelled");
     }
 
     #[test]
     fn degenerate_traces_still_render() {
         let failure_after_everything = failure(99, "nothing to see");
-        let traces: Vec<Vec<String>> = vec![
+        let traces: Vec<Vec<TraceStep>> = vec![
             Vec::new(),
             vec![setup(0, 0)],
-            vec!["setup receivers=99999999999999999999999 relay-workers=-1".to_owned()],
-            vec!["not a line".to_owned(), "\u{0}\u{7f}".to_owned()],
-            vec![line(5, 10_000, "world", "heal: faults stop")],
-            vec![line(3, 9_000, "invariant", "FAILED")],
+            vec![step(
+                5,
+                10_000,
+                Actor::World,
+                vec![Happening::Heal { restarting: 0 }],
+            )],
+            vec![step(
+                3,
+                9_000,
+                Actor::Invariant,
+                vec![Happening::Failed {
+                    invariant: String::new(),
+                    evidence: String::new(),
+                }],
+            )],
+            vec![step(1, 0, process("relay-1#1"), Vec::new())],
             // Time that runs backwards, and a pause that never ends within the trace.
             vec![
-                line(1, 5_000, "relay-1#1", "relay-1#1 pauses for 2d3h"),
-                line(2, 1_000, "relay-1#1", "crash relay-1#1: 0 tasks dropped"),
-                line(3, 0, "relay-1#1", "restart as relay-1#x"),
+                step(
+                    1,
+                    5_000,
+                    process("relay-1#1"),
+                    vec![Happening::Pause {
+                        process: "relay-1#1".into(),
+                        duration_ms: 2 * 86_400_000,
+                    }],
+                ),
+                step(2, 1_000, process("relay-1#1"), vec![crash("relay-1#1")]),
+                step(
+                    3,
+                    0,
+                    process("relay-1#1"),
+                    vec![Happening::Restart {
+                        process: "relay-1#x".into(),
+                    }],
+                ),
             ],
         ];
         for trace in &traces {
@@ -2892,8 +2919,11 @@ mod tests {
 
     #[test]
     fn the_page_references_nothing_outside_itself() {
-        let lines = [setup(1, 1), line(1, 0, "sender", "emit x")];
-        let page = render("alone", &lines, None);
+        let steps = [
+            setup(1, 1),
+            step(1, 0, Actor::Sender, vec![Happening::Log("x".into())]),
+        ];
+        let page = render("alone", &steps, None);
         for outside in ["http://", "https://", "src=", "@import", "<link", "url("] {
             assert!(!page.contains(outside), "{outside}");
         }

@@ -1,68 +1,435 @@
-//! The trace: one deterministic line per step, and a digest that identifies the run.
+//! The trace: one record per step of what the simulator saw happen, and the digest that
+//! identifies a run.
 //!
-//! A line reads `step  virtual-time  actor  action`, for example
-//! `    42    0:00:01.042 receiver-2#1  sql INSERT INTO receipts ... -> 1 row`. The digest is a
-//! SHA-256 over every line, so two runs of one seed agree on it exactly when their traces are
-//! byte-identical. Lines are kept in memory only when asked (replay with `--trace`, determinism
-//! checks); a sweep keeps the digest alone. Nothing here may read the wall clock or the
-//! environment: a line must depend on the run alone.
+//! A step's record ([`TraceStep`]) holds its number, its virtual time, its actor and what
+//! happened in it, in order ([`Happening`]): the statements a process ran and their results, the
+//! commits and what they changed as the system's own decoder read the rows (a lease taken, an
+//! obligation done), provider calls and replies, deliveries and answers, crashes, pauses and the
+//! other faults. The digest is a SHA-256 over a fixed binary encoding of the records, so two runs
+//! of one seed agree on it exactly when they saw the same things; no text is written to compute
+//! it. Records are kept only when someone will read them (`replay --trace`, `--html`, the
+//! determinism check), and written as text only when printed (`Display`). The timeline page reads
+//! the records, not their text, so it knows leases, effects and outcomes for any system.
+//!
+//! Nothing here may read the wall clock or the environment, and nothing here decides anything:
+//! a record depends on the run alone.
 
-use std::fmt::Write as _;
+use std::fmt;
+use std::sync::Arc;
 
 use commitgap::env::{DbError, Value};
-use commitgap::provider::ProviderReply;
+use commitgap::provider::{CallError, ProviderReply};
+use commitgap::receiver::Answer;
 use sha2::{Digest, Sha256};
 
 use crate::db::StatementOutput;
+use crate::faults::Attack;
+use crate::workload::EventKind;
 
-/// Collects trace lines of one run.
+/// Who acted in a step.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Actor {
+    /// One incarnation of a process: `receiver-2#1`.
+    Process(String),
+    /// The upstream sender.
+    Sender,
+    /// The provider, finishing a request it was slow to act on.
+    Provider,
+    /// The operator, after heal.
+    Operator,
+    /// A fault model's timer.
+    Fault(String),
+    /// The simulator itself: set-up and heal.
+    World,
+    /// An invariant that failed.
+    Invariant,
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Process(id) => f.write_str(id),
+            Actor::Sender => f.write_str("sender"),
+            Actor::Provider => f.write_str("provider"),
+            Actor::Operator => f.write_str("operator"),
+            Actor::Fault(name) => write!(f, "fault:{name}"),
+            Actor::World => f.write_str("world"),
+            Actor::Invariant => f.write_str("invariant"),
+        }
+    }
+}
+
+/// How a statement ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlOutcome {
+    /// A statement whose change count means nothing (`BEGIN`, `COMMIT`, DDL).
+    Done,
+    /// Rows changed by an insert, update or delete.
+    Changed(usize),
+    /// Rows returned, and the first of them.
+    Rows { count: usize, first: Option<Vec<Value>> },
+    /// The error the statement returned.
+    Failed(String),
+}
+
+/// A change a commit made, as the system's decoder read the rows: the facts about obligations
+/// and their leases that the invariants and the timeline care about, whatever the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// A worker took the lease on an obligation: its token grew.
+    LeaseTaken { operation_key: String, token: i64 },
+    /// The lease's holder moved its expiry later.
+    LeaseExtended { operation_key: String },
+    /// The lease was given up without the obligation settling (a retry later).
+    LeaseReleased { operation_key: String },
+    /// The obligation is done.
+    Done { operation_key: String },
+    /// The obligation is dead.
+    Dead { operation_key: String },
+}
+
+impl Observed {
+    /// What a commit's row changes say about obligations and their leases, read from the rows
+    /// as the system's decoder gave them: the same for any schema.
+    pub fn of(diffs: &[crate::view::RowDiff]) -> Vec<Observed> {
+        use crate::system::{ObligationStatus, ObservedRow};
+        let mut observed = Vec::new();
+        for diff in diffs {
+            let Some(ObservedRow::Obligation(after)) = &diff.after else {
+                continue;
+            };
+            let before = match &diff.before {
+                Some(ObservedRow::Obligation(before)) => Some(before),
+                _ => None,
+            };
+            let operation_key = after.operation_key.clone();
+            let was = |status| before.is_some_and(|before| before.status == status);
+            if after.status == ObligationStatus::Done && !was(ObligationStatus::Done) {
+                observed.push(Observed::Done { operation_key });
+            } else if after.status == ObligationStatus::Dead && !was(ObligationStatus::Dead) {
+                observed.push(Observed::Dead { operation_key });
+            } else if let Some(before) = before {
+                if after.lease_token != before.lease_token {
+                    observed.push(Observed::LeaseTaken {
+                        operation_key,
+                        token: after.lease_token,
+                    });
+                } else if after.lease_expires_ms > before.lease_expires_ms && after.lease_expires_ms.is_some()
+                {
+                    observed.push(Observed::LeaseExtended { operation_key });
+                } else if after.lease_expires_ms.is_none() && before.lease_expires_ms.is_some() {
+                    observed.push(Observed::LeaseReleased { operation_key });
+                }
+            }
+        }
+        observed
+    }
+}
+
+/// `lease on K taken (token 3)`, `K done`: what a commit changed, for people.
+impl fmt::Display for Observed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Observed::LeaseTaken { operation_key, token } => {
+                write!(f, "lease on {operation_key} taken (token {token})")
+            }
+            Observed::LeaseExtended { operation_key } => write!(f, "lease on {operation_key} extended"),
+            Observed::LeaseReleased { operation_key } => write!(f, "lease on {operation_key} given up"),
+            Observed::Done { operation_key } => write!(f, "{operation_key} done"),
+            Observed::Dead { operation_key } => write!(f, "{operation_key} dead"),
+        }
+    }
+}
+
+/// What the provider did with a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// It replied (or failed) now.
+    Replied(Result<ProviderReply, String>),
+    /// It is working on the request and will act after the caller's timeout.
+    Busy { for_ms: i64 },
+}
+
+/// How a delivery came about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryHow {
+    /// Attempt `n` of the sender's retry schedule.
+    Attempt(u32),
+    /// A copy sent together with an attempt.
+    Copy,
+    /// A delivery outside the schedule, and why (`spontaneous duplicate`, `manual resend`).
+    Extra(String),
+}
+
+/// Where a delivery or hostile request went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// To this receiver incarnation.
+    To(String),
+    /// Lost on the way in.
+    Lost,
+    /// Refused: no receiver was up.
+    Refused,
+}
+
+/// One thing that happened in a step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Happening {
+    /// The run's set-up: the system, the seed and the size of the world.
+    Setup {
+        system: String,
+        seed: u64,
+        rows: usize,
+        accounts: usize,
+        orders: usize,
+        events: usize,
+        streams: usize,
+        receivers: u32,
+        relay_workers: u32,
+        sender: &'static str,
+    },
+    /// A statement ran (or a fault failed it without running, `injected`).
+    Sql {
+        statement: Arc<str>,
+        params: Vec<Value>,
+        outcome: SqlOutcome,
+        injected: bool,
+    },
+    /// A transaction of the actor's committed: rows written, and what they changed.
+    Committed {
+        rows: usize,
+        observed: Vec<Observed>,
+    },
+    /// A task ended with its transaction open, which was rolled back.
+    TaskEndedInTransaction,
+    Sleep {
+        duration_ms: i64,
+    },
+    Wake,
+    /// A request to the provider (a `send`, or a `lookup`).
+    Call {
+        send: bool,
+        key: String,
+        outcome: CallOutcome,
+        reply_lost: bool,
+    },
+    /// The reply (or the timeout) reached the caller.
+    Reply(Result<ProviderReply, String>),
+    /// A slow provider acted on a request whose caller had timed out.
+    ProviderFinishes {
+        key: String,
+        outcome: Result<ProviderReply, String>,
+    },
+    /// The provider forgot a key, at the time the key-expiry fault set for it.
+    KeyForgotten {
+        key: String,
+    },
+    /// A receiver answered a delivery.
+    Answer(Answer),
+    /// The answer left the receiver.
+    AnswerSent,
+    /// An answer to a delivery no sender waits for (a scenario's, an attacker's).
+    AnswerWritten,
+    /// The receiver crashed before writing its answer.
+    AnswerLostInCrash,
+    /// The answer was lost on its way to the sender.
+    AnswerLost {
+        answer: Answer,
+        stream: usize,
+    },
+    /// The sender got an answer.
+    SenderGot {
+        answer: Answer,
+        stream: usize,
+        attempt: u32,
+        how: DeliveryHow,
+        next_attempt_in_ms: Option<i64>,
+    },
+    /// The sender created an event.
+    Emit {
+        kind: EventKind,
+        event_id: String,
+        account: String,
+        tenant: String,
+        order: String,
+        subscriptions: usize,
+    },
+    /// The sender delivered an event.
+    Deliver {
+        event_id: String,
+        account: String,
+        stream: usize,
+        how: DeliveryHow,
+        arrival: Arrival,
+    },
+    /// An attempt's timeout came: the next attempt is due in this long, or none (the attempt
+    /// had settled).
+    AttemptTimedOut {
+        stream: usize,
+        attempt: u32,
+        next_attempt_in_ms: Option<i64>,
+        settled: bool,
+    },
+    Crash {
+        process: String,
+        tasks: usize,
+        open_transactions: usize,
+        restart_in_ms: i64,
+    },
+    Restart {
+        process: String,
+    },
+    RestartSkipped,
+    Pause {
+        process: String,
+        duration_ms: i64,
+    },
+    ClockSet {
+        process: String,
+        offset_ms: i64,
+    },
+    SenderClockSet {
+        offset_ms: i64,
+    },
+    /// A fault model's timer went off.
+    FaultTimer,
+    Purge {
+        older_than_ms: i64,
+    },
+    PurgeSkipped,
+    /// A hostile request, copied from a genuine delivery.
+    Attack {
+        attack: Attack,
+        event_id: String,
+        account: String,
+        arrival: Arrival,
+    },
+    /// A hostile request named a delivery this run never made.
+    AttackSkipped {
+        attack: Attack,
+        stream: String,
+    },
+    OperatorRequeue,
+    OperatorRedeliver {
+        streams: usize,
+        round: u32,
+    },
+    /// A line the system logged through `Env::log`.
+    Log(String),
+    /// The fault phase ended.
+    Heal {
+        restarting: usize,
+    },
+    /// An invariant failed.
+    Failed {
+        invariant: String,
+        evidence: String,
+    },
+}
+
+/// One step's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceStep {
+    pub step: u64,
+    pub time_ms: i64,
+    pub actor: Actor,
+    pub happened: Vec<Happening>,
+}
+
+/// The records of one run, and their digest.
 pub struct Trace {
     hasher: Sha256,
-    lines: Option<Vec<String>>,
-    line_count: u64,
-    /// The line being written, kept so that a step's line costs no allocation of its own.
-    buffer: String,
+    /// The records, when someone will read them.
+    kept: Option<Vec<TraceStep>>,
+    /// The step being recorded.
+    current: Option<(u64, i64, Actor)>,
+    happened: Vec<Happening>,
+    count: u64,
 }
 
 impl Trace {
-    /// A trace that keeps its lines in memory when `keep_lines` is true.
-    pub fn new(keep_lines: bool) -> Trace {
+    /// A trace that keeps its records when `keep` is true.
+    pub fn new(keep: bool) -> Trace {
         Trace {
             hasher: Sha256::new(),
-            lines: keep_lines.then(Vec::new),
-            line_count: 0,
-            buffer: String::new(),
+            kept: keep.then(Vec::new),
+            current: None,
+            happened: Vec::new(),
+            count: 0,
         }
     }
 
-    /// Appends the line of one step, `{step:>6} {time:>12} {actor:<13} {text}` with the time as
-    /// [`format_time_ms`] writes it, for example
-    /// `    42  0:00:01.042 receiver-2#1  sql INSERT ...`.
-    pub fn push_step(&mut self, step: u64, time_ms: i64, actor: &str, text: &str) {
-        let mut line = std::mem::take(&mut self.buffer);
-        line.clear();
-        write_step_line(&mut line, step, time_ms, actor, text);
-        line.push('\n');
-        self.hasher.update(line.as_bytes());
-        self.line_count += 1;
-        if let Some(lines) = &mut self.lines {
-            lines.push(line[..line.len() - 1].to_owned());
-        }
-        self.buffer = line;
+    /// Starts recording step `step`, of `actor`, at `time_ms`.
+    pub fn begin(&mut self, step: u64, time_ms: i64, actor: Actor) {
+        let mut feed = Feed(&mut self.hasher);
+        feed.tag(b'S');
+        feed.u64(step);
+        feed.i64(time_ms);
+        actor.feed(&mut feed);
+        self.current = Some((step, time_ms, actor));
+        self.happened.clear();
     }
 
-    /// Appends one line (without its newline).
-    pub fn push(&mut self, line: String) {
-        self.hasher.update(line.as_bytes());
-        self.hasher.update(b"\n");
-        self.line_count += 1;
-        if let Some(lines) = &mut self.lines {
-            lines.push(line);
+    /// Records one happening of the current step.
+    pub fn record(&mut self, happening: Happening) {
+        happening.feed(&mut Feed(&mut self.hasher));
+        if self.kept.is_some() {
+            self.happened.push(happening);
         }
     }
 
-    pub fn line_count(&self) -> u64 {
-        self.line_count
+    /// Records a statement without copying it unless the trace is kept: statements are most of
+    /// what a run does, and the digest reads them where they are.
+    pub fn record_sql(
+        &mut self,
+        statement: &Arc<str>,
+        params: &[Value],
+        result: &Result<StatementOutput, DbError>,
+        changes_rows: bool,
+        injected: bool,
+    ) {
+        let outcome = SqlOutcomeRef::of(result, changes_rows);
+        feed_sql(&mut Feed(&mut self.hasher), statement, params, &outcome, injected);
+        if self.kept.is_some() {
+            self.happened.push(Happening::Sql {
+                statement: Arc::clone(statement),
+                params: params.to_vec(),
+                outcome: outcome.to_owned(),
+                injected,
+            });
+        }
+    }
+
+    /// Ends the current step and keeps its record, if records are kept. The time may have
+    /// moved since the step began (it is the time its changes were applied).
+    pub fn end(&mut self, time_ms: i64) {
+        let Some((step, _, actor)) = self.current.take() else {
+            return;
+        };
+        let mut feed = Feed(&mut self.hasher);
+        feed.tag(b'E');
+        feed.i64(time_ms);
+        self.count += 1;
+        if let Some(kept) = &mut self.kept {
+            kept.push(TraceStep {
+                step,
+                time_ms,
+                actor,
+                happened: std::mem::take(&mut self.happened),
+            });
+        }
+    }
+
+    /// Records a whole step at once (set-up, heal, a failed invariant).
+    pub fn push(&mut self, step: u64, time_ms: i64, actor: Actor, happening: Happening) {
+        self.begin(step, time_ms, actor);
+        self.record(happening);
+        self.end(time_ms);
+    }
+
+    /// How many steps were recorded.
+    pub fn step_count(&self) -> u64 {
+        self.count
     }
 
     /// The digest so far: the first 16 bytes of the SHA-256, in hex.
@@ -71,607 +438,995 @@ impl Trace {
         full[..16].iter().map(|byte| format!("{byte:02x}")).collect()
     }
 
-    /// The lines kept so far (empty unless lines are kept).
-    pub fn lines(&self) -> &[String] {
-        self.lines.as_deref().unwrap_or(&[])
+    /// The records, if they were kept.
+    pub fn into_steps(self) -> Option<Vec<TraceStep>> {
+        self.kept
     }
 
-    /// The kept lines, if any were kept.
-    pub fn into_lines(self) -> Option<Vec<String>> {
-        self.lines
-    }
-}
-
-/// Writes the line of one step (see [`Trace::push_step`]) by hand: it is written for every step of
-/// every run, and `format!` with padding cost a tenth of a sweep.
-pub fn write_step_line(out: &mut String, step: u64, time_ms: i64, actor: &str, text: &str) {
-    const STEP_WIDTH: usize = 6;
-    const TIME_WIDTH: usize = 12;
-    const ACTOR_WIDTH: usize = 13;
-    let step_digits = decimal_digits(step);
-    pad(out, STEP_WIDTH.saturating_sub(step_digits));
-    push_decimal(out, step, 1);
-    out.push(' ');
-    let hours = time_ms.unsigned_abs() / 3_600_000;
-    // `h:mm:ss.mmm`, a sign before it if negative.
-    let time_length = usize::from(time_ms < 0) + decimal_digits(hours) + 10;
-    pad(out, TIME_WIDTH.saturating_sub(time_length));
-    write_time_ms(out, time_ms);
-    out.push(' ');
-    out.push_str(actor);
-    pad(out, ACTOR_WIDTH.saturating_sub(actor.chars().count()));
-    out.push(' ');
-    out.push_str(text);
-}
-
-fn pad(out: &mut String, spaces: usize) {
-    for _ in 0..spaces {
-        out.push(' ');
+    /// The records kept so far (none unless records are kept).
+    pub fn steps(&self) -> &[TraceStep] {
+        self.kept.as_deref().unwrap_or(&[])
     }
 }
 
-fn decimal_digits(mut value: u64) -> usize {
-    let mut digits = 1;
-    while value >= 10 {
-        value /= 10;
-        digits += 1;
-    }
-    digits
-}
+// ----- The digest's encoding -----
 
-/// Writes `value` in decimal with at least `min_digits` digits, zeros in front.
-fn push_decimal(out: &mut String, value: u64, min_digits: usize) {
-    // Most numbers a trace line holds are clock fields and small counts: one to three digits.
-    if value < 1_000 && min_digits <= 3 {
-        let digits = [(value / 100) as u8, (value / 10 % 10) as u8, (value % 10) as u8];
-        for digit in &digits[3 - decimal_digits(value).max(min_digits)..] {
-            out.push(char::from(b'0' + digit));
-        }
-        return;
+/// Feeds a record's fields to the hasher in a fixed encoding: a tag byte per variant, integers
+/// little-endian, strings and lists prefixed with their length. Two records feed the same bytes
+/// exactly when they are equal.
+struct Feed<'a>(&'a mut Sha256);
+
+impl Feed<'_> {
+    fn tag(&mut self, tag: u8) {
+        self.0.update([tag]);
     }
-    let mut digits = [b'0'; 20];
-    let mut rest = value;
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
+
+    fn u64(&mut self, value: u64) {
+        self.0.update(value.to_le_bytes());
+    }
+
+    fn i64(&mut self, value: i64) {
+        self.0.update(value.to_le_bytes());
+    }
+
+    fn usize(&mut self, value: usize) {
+        self.u64(value as u64);
+    }
+
+    fn bool(&mut self, value: bool) {
+        self.tag(u8::from(value));
+    }
+
+    fn str(&mut self, value: &str) {
+        self.usize(value.len());
+        self.0.update(value.as_bytes());
+    }
+
+    fn value(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.tag(0),
+            Value::Integer(number) => {
+                self.tag(1);
+                self.i64(*number);
+            }
+            Value::Real(number) => {
+                self.tag(2);
+                self.u64(number.to_bits());
+            }
+            Value::Text(text) => {
+                self.tag(3);
+                self.str(text);
+            }
+            Value::Blob(bytes) => {
+                self.tag(4);
+                self.usize(bytes.len());
+                self.0.update(bytes);
+            }
         }
     }
-    // The buffer starts as zeros, so padding to up to 20 digits is a wider slice of it.
-    start = start.min(digits.len().saturating_sub(min_digits));
-    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
-}
 
-/// Writes a step number in decimal.
-pub fn write_step_number(out: &mut String, step: u64) {
-    push_decimal(out, step, 1);
-}
-
-/// Writes virtual milliseconds as [`format_time_ms`] formats them.
-pub fn write_time_ms(out: &mut String, time_ms: i64) {
-    if time_ms < 0 {
-        out.push('-');
-    }
-    let magnitude = time_ms.unsigned_abs();
-    let (seconds, millis) = (magnitude / 1_000, magnitude % 1_000);
-    push_decimal(out, seconds / 3_600, 1);
-    out.push(':');
-    push_decimal(out, (seconds / 60) % 60, 2);
-    out.push(':');
-    push_decimal(out, seconds % 60, 2);
-    out.push('.');
-    push_decimal(out, millis, 3);
-}
-
-/// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day; times before
-/// the start, such as a purge cutoff, get a minus sign).
-pub fn format_time_ms(time_ms: i64) -> String {
-    let mut text = String::new();
-    write_time_ms(&mut text, time_ms);
-    text
-}
-
-/// Formats a duration for people: `250ms`, `12s`, `5m`, `21m47.357s`, `2d3h`.
-pub fn format_duration_ms(duration_ms: i64) -> String {
-    let mut text = String::new();
-    write_duration_ms(&mut text, duration_ms);
-    text
-}
-
-/// Writes a duration as [`format_duration_ms`] formats it.
-pub fn write_duration_ms(out: &mut String, duration_ms: i64) {
-    if duration_ms < 1_000 {
-        if duration_ms < 0 {
-            out.push('-');
-        }
-        push_decimal(out, duration_ms.unsigned_abs(), 1);
-        out.push_str("ms");
-        return;
-    }
-    const UNITS: [(i64, char); 3] = [(86_400_000, 'd'), (3_600_000, 'h'), (60_000, 'm')];
-    let mut rest = duration_ms;
-    for (size, unit) in UNITS {
-        if rest >= size {
-            push_decimal(out, (rest / size) as u64, 1);
-            out.push(unit);
-            rest %= size;
+    fn values(&mut self, values: &[Value]) {
+        self.usize(values.len());
+        for value in values {
+            self.value(value);
         }
     }
-    let (seconds, millis) = ((rest / 1_000) as u64, (rest % 1_000) as u64);
-    if seconds == 0 && millis == 0 {
-        return;
+
+    fn reply(&mut self, reply: &Result<ProviderReply, String>) {
+        match reply {
+            Ok(ProviderReply::Accepted { effect_id, replayed }) => {
+                self.tag(0);
+                self.str(effect_id);
+                self.bool(*replayed);
+            }
+            Ok(ProviderReply::Found { effect_id }) => {
+                self.tag(1);
+                self.str(effect_id);
+            }
+            Ok(ProviderReply::NotFound) => self.tag(2),
+            Ok(ProviderReply::Conflict) => self.tag(3),
+            Ok(ProviderReply::Rejected { status, reason }) => {
+                self.tag(4);
+                self.u64(u64::from(*status));
+                self.str(reason);
+            }
+            Err(error) => {
+                self.tag(5);
+                self.str(error);
+            }
+        }
     }
-    push_decimal(out, seconds, 1);
-    if millis != 0 {
-        out.push('.');
-        push_decimal(out, millis, 3);
+
+    fn answer(&mut self, answer: &Answer) {
+        self.u64(u64::from(answer.status()));
+        self.str(&answer.to_string());
     }
-    out.push('s');
+
+    fn how(&mut self, how: &DeliveryHow) {
+        match how {
+            DeliveryHow::Attempt(attempt) => {
+                self.tag(0);
+                self.u64(u64::from(*attempt));
+            }
+            DeliveryHow::Copy => self.tag(1),
+            DeliveryHow::Extra(reason) => {
+                self.tag(2);
+                self.str(reason);
+            }
+        }
+    }
+
+    fn arrival(&mut self, arrival: &Arrival) {
+        match arrival {
+            Arrival::To(process) => {
+                self.tag(0);
+                self.str(process);
+            }
+            Arrival::Lost => self.tag(1),
+            Arrival::Refused => self.tag(2),
+        }
+    }
+
+    fn option_i64(&mut self, value: Option<i64>) {
+        match value {
+            Some(value) => {
+                self.tag(1);
+                self.i64(value);
+            }
+            None => self.tag(0),
+        }
+    }
 }
 
-// ----- How steps are described -----
+/// A statement's outcome, borrowed from the result it came from.
+enum SqlOutcomeRef<'a> {
+    Done,
+    Changed(usize),
+    Rows {
+        count: usize,
+        first: Option<&'a [Value]>,
+    },
+    Failed(String),
+}
 
-/// Collapses whitespace and shortens `sql` for the trace: at most 96 bytes, then `…`.
-pub fn summarize_sql(sql: &str, out: &mut String) {
+impl<'a> SqlOutcomeRef<'a> {
+    fn of(result: &'a Result<StatementOutput, DbError>, changes_rows: bool) -> SqlOutcomeRef<'a> {
+        match result {
+            // SQLite's change count is stale after BEGIN, COMMIT and other non-DML statements.
+            Ok(StatementOutput::Changed(_)) if !changes_rows => SqlOutcomeRef::Done,
+            Ok(StatementOutput::Changed(count)) => SqlOutcomeRef::Changed(*count),
+            Ok(StatementOutput::Rows(rows)) => SqlOutcomeRef::Rows {
+                count: rows.len(),
+                first: rows.first().map(|row| row.0.as_slice()),
+            },
+            Err(error) => SqlOutcomeRef::Failed(error.to_string()),
+        }
+    }
+
+    fn of_owned(outcome: &'a SqlOutcome) -> SqlOutcomeRef<'a> {
+        match outcome {
+            SqlOutcome::Done => SqlOutcomeRef::Done,
+            SqlOutcome::Changed(count) => SqlOutcomeRef::Changed(*count),
+            SqlOutcome::Rows { count, first } => SqlOutcomeRef::Rows {
+                count: *count,
+                first: first.as_deref(),
+            },
+            SqlOutcome::Failed(message) => SqlOutcomeRef::Failed(message.clone()),
+        }
+    }
+
+    fn to_owned(&self) -> SqlOutcome {
+        match self {
+            SqlOutcomeRef::Done => SqlOutcome::Done,
+            SqlOutcomeRef::Changed(count) => SqlOutcome::Changed(*count),
+            SqlOutcomeRef::Rows { count, first } => SqlOutcome::Rows {
+                count: *count,
+                first: first.map(<[Value]>::to_vec),
+            },
+            SqlOutcomeRef::Failed(message) => SqlOutcome::Failed(message.clone()),
+        }
+    }
+}
+
+/// The encoding of a statement, shared by the borrowed and the kept form so that both feed the
+/// same bytes.
+fn feed_sql(
+    feed: &mut Feed<'_>,
+    statement: &str,
+    params: &[Value],
+    outcome: &SqlOutcomeRef<'_>,
+    injected: bool,
+) {
+    feed.tag(b'q');
+    feed.str(statement);
+    feed.values(params);
+    match outcome {
+        SqlOutcomeRef::Done => feed.tag(0),
+        SqlOutcomeRef::Changed(count) => {
+            feed.tag(1);
+            feed.usize(*count);
+        }
+        SqlOutcomeRef::Rows { count, first } => {
+            feed.tag(2);
+            feed.usize(*count);
+            match first {
+                Some(first) => {
+                    feed.tag(1);
+                    feed.values(first);
+                }
+                None => feed.tag(0),
+            }
+        }
+        SqlOutcomeRef::Failed(message) => {
+            feed.tag(3);
+            feed.str(message);
+        }
+    }
+    feed.bool(injected);
+}
+
+impl Actor {
+    fn feed(&self, feed: &mut Feed<'_>) {
+        match self {
+            Actor::Process(id) => {
+                feed.tag(0);
+                feed.str(id);
+            }
+            Actor::Sender => feed.tag(1),
+            Actor::Provider => feed.tag(2),
+            Actor::Operator => feed.tag(3),
+            Actor::Fault(name) => {
+                feed.tag(4);
+                feed.str(name);
+            }
+            Actor::World => feed.tag(5),
+            Actor::Invariant => feed.tag(6),
+        }
+    }
+}
+
+impl Observed {
+    fn feed(&self, feed: &mut Feed<'_>) {
+        let (tag, key) = match self {
+            Observed::LeaseTaken { operation_key, token } => {
+                feed.tag(0);
+                feed.i64(*token);
+                return feed.str(operation_key);
+            }
+            Observed::LeaseExtended { operation_key } => (1, operation_key),
+            Observed::LeaseReleased { operation_key } => (2, operation_key),
+            Observed::Done { operation_key } => (3, operation_key),
+            Observed::Dead { operation_key } => (4, operation_key),
+        };
+        feed.tag(tag);
+        feed.str(key);
+    }
+}
+
+impl Happening {
+    fn feed(&self, feed: &mut Feed<'_>) {
+        match self {
+            Happening::Sql {
+                statement,
+                params,
+                outcome,
+                injected,
+            } => feed_sql(
+                feed,
+                statement,
+                params,
+                &SqlOutcomeRef::of_owned(outcome),
+                *injected,
+            ),
+            other => other.feed_other(feed),
+        }
+    }
+
+    /// The encoding of everything but statements.
+    fn feed_other(&self, feed: &mut Feed<'_>) {
+        match self {
+            Happening::Sql { .. } => unreachable!("statements are fed by Happening::feed"),
+            Happening::Setup {
+                system,
+                seed,
+                rows,
+                accounts,
+                orders,
+                events,
+                streams,
+                receivers,
+                relay_workers,
+                sender,
+            } => {
+                feed.tag(b'a');
+                feed.str(system);
+                feed.u64(*seed);
+                for count in [*rows, *accounts, *orders, *events, *streams] {
+                    feed.usize(count);
+                }
+                feed.u64(u64::from(*receivers));
+                feed.u64(u64::from(*relay_workers));
+                feed.str(sender);
+            }
+            Happening::Committed { rows, observed } => {
+                feed.tag(b'c');
+                feed.usize(*rows);
+                feed.usize(observed.len());
+                for change in observed {
+                    change.feed(feed);
+                }
+            }
+            Happening::TaskEndedInTransaction => feed.tag(b't'),
+            Happening::Sleep { duration_ms } => {
+                feed.tag(b's');
+                feed.i64(*duration_ms);
+            }
+            Happening::Wake => feed.tag(b'w'),
+            Happening::Call {
+                send,
+                key,
+                outcome,
+                reply_lost,
+            } => {
+                feed.tag(b'k');
+                feed.bool(*send);
+                feed.str(key);
+                match outcome {
+                    CallOutcome::Replied(reply) => {
+                        feed.tag(0);
+                        feed.reply(reply);
+                    }
+                    CallOutcome::Busy { for_ms } => {
+                        feed.tag(1);
+                        feed.i64(*for_ms);
+                    }
+                }
+                feed.bool(*reply_lost);
+            }
+            Happening::Reply(reply) => {
+                feed.tag(b'r');
+                feed.reply(reply);
+            }
+            Happening::ProviderFinishes { key, outcome } => {
+                feed.tag(b'f');
+                feed.str(key);
+                feed.reply(outcome);
+            }
+            Happening::KeyForgotten { key } => {
+                feed.tag(b'x');
+                feed.str(key);
+            }
+            other => other.feed_messages(feed),
+        }
+    }
+
+    /// The encoding of deliveries, answers and the sender's side.
+    fn feed_messages(&self, feed: &mut Feed<'_>) {
+        match self {
+            Happening::Answer(answer) => {
+                feed.tag(b'A');
+                feed.answer(answer);
+            }
+            Happening::AnswerSent => feed.tag(b'B'),
+            Happening::AnswerWritten => feed.tag(b'C'),
+            Happening::AnswerLostInCrash => feed.tag(b'D'),
+            Happening::AnswerLost { answer, stream } => {
+                feed.tag(b'F');
+                feed.answer(answer);
+                feed.usize(*stream);
+            }
+            Happening::SenderGot {
+                answer,
+                stream,
+                attempt,
+                how,
+                next_attempt_in_ms,
+            } => {
+                feed.tag(b'G');
+                feed.answer(answer);
+                feed.usize(*stream);
+                feed.u64(u64::from(*attempt));
+                feed.how(how);
+                feed.option_i64(*next_attempt_in_ms);
+            }
+            Happening::Emit {
+                kind,
+                event_id,
+                account,
+                tenant,
+                order,
+                subscriptions,
+            } => {
+                feed.tag(b'H');
+                feed.str(kind.type_name());
+                for text in [event_id, account, tenant, order] {
+                    feed.str(text);
+                }
+                feed.usize(*subscriptions);
+            }
+            Happening::Deliver {
+                event_id,
+                account,
+                stream,
+                how,
+                arrival,
+            } => {
+                feed.tag(b'I');
+                feed.str(event_id);
+                feed.str(account);
+                feed.usize(*stream);
+                feed.how(how);
+                feed.arrival(arrival);
+            }
+            Happening::AttemptTimedOut {
+                stream,
+                attempt,
+                next_attempt_in_ms,
+                settled,
+            } => {
+                feed.tag(b'J');
+                feed.usize(*stream);
+                feed.u64(u64::from(*attempt));
+                feed.option_i64(*next_attempt_in_ms);
+                feed.bool(*settled);
+            }
+            other => other.feed_faults(feed),
+        }
+    }
+
+    /// The encoding of faults, recovery and the rest.
+    fn feed_faults(&self, feed: &mut Feed<'_>) {
+        match self {
+            Happening::Crash {
+                process,
+                tasks,
+                open_transactions,
+                restart_in_ms,
+            } => {
+                feed.tag(b'K');
+                feed.str(process);
+                feed.usize(*tasks);
+                feed.usize(*open_transactions);
+                feed.i64(*restart_in_ms);
+            }
+            Happening::Restart { process } => {
+                feed.tag(b'L');
+                feed.str(process);
+            }
+            Happening::RestartSkipped => feed.tag(b'M'),
+            Happening::Pause { process, duration_ms } => {
+                feed.tag(b'N');
+                feed.str(process);
+                feed.i64(*duration_ms);
+            }
+            Happening::ClockSet { process, offset_ms } => {
+                feed.tag(b'O');
+                feed.str(process);
+                feed.i64(*offset_ms);
+            }
+            Happening::SenderClockSet { offset_ms } => {
+                feed.tag(b'P');
+                feed.i64(*offset_ms);
+            }
+            Happening::FaultTimer => feed.tag(b'Q'),
+            Happening::Purge { older_than_ms } => {
+                feed.tag(b'R');
+                feed.i64(*older_than_ms);
+            }
+            Happening::PurgeSkipped => feed.tag(b'T'),
+            Happening::Attack {
+                attack,
+                event_id,
+                account,
+                arrival,
+            } => {
+                feed.tag(b'U');
+                feed.str(attack.name());
+                feed.str(event_id);
+                feed.str(account);
+                feed.arrival(arrival);
+            }
+            Happening::AttackSkipped { attack, stream } => {
+                feed.tag(b'V');
+                feed.str(attack.name());
+                feed.str(stream);
+            }
+            Happening::OperatorRequeue => feed.tag(b'W'),
+            Happening::OperatorRedeliver { streams, round } => {
+                feed.tag(b'X');
+                feed.usize(*streams);
+                feed.u64(u64::from(*round));
+            }
+            Happening::Log(message) => {
+                feed.tag(b'Y');
+                feed.str(message);
+            }
+            Happening::Heal { restarting } => {
+                feed.tag(b'Z');
+                feed.usize(*restarting);
+            }
+            Happening::Failed { invariant, evidence } => {
+                feed.tag(b'!');
+                feed.str(invariant);
+                feed.str(evidence);
+            }
+            other => unreachable!("fed by an earlier match: {other:?}"),
+        }
+    }
+}
+
+// ----- Text, for people -----
+
+/// `    42  0:00:01.042 receiver-2#1  sql INSERT ... | answer 200 Applied`: the step, the virtual
+/// time, the actor, and what happened, parts joined by ` | `. The set-up is one line of its own.
+impl fmt::Display for TraceStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let [setup @ Happening::Setup { .. }] = &self.happened[..] {
+            return write!(f, "{setup}");
+        }
+        write!(
+            f,
+            "{:>6} {:>12} {:<13} ",
+            self.step,
+            format_time_ms(self.time_ms),
+            self.actor.to_string()
+        )?;
+        for (index, happening) in self.happened.iter().enumerate() {
+            if index > 0 {
+                f.write_str(" | ")?;
+            }
+            write!(f, "{happening}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Happening {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Happening::Setup {
+                system,
+                seed,
+                rows,
+                accounts,
+                orders,
+                events,
+                streams,
+                receivers,
+                relay_workers,
+                sender,
+            } => write!(
+                f,
+                "setup system={system} seed={seed} rows={rows} accounts={accounts} orders={orders} events={events} streams={streams} receivers={receivers} relay-workers={relay_workers} sender={sender}"
+            ),
+            Happening::Sql {
+                statement,
+                params,
+                outcome,
+                injected,
+            } => write_sql(f, statement, params, outcome, *injected),
+            Happening::Committed { rows, observed } => {
+                write!(f, "commit {}", count(*rows, "row", "rows"))?;
+                for (index, change) in observed.iter().enumerate() {
+                    f.write_str(if index == 0 { ": " } else { ", " })?;
+                    write!(f, "{change}")?;
+                }
+                Ok(())
+            }
+            Happening::TaskEndedInTransaction => f.write_str("task ended inside a transaction; rolled back"),
+            Happening::Sleep { duration_ms } => write!(f, "sleep {}", format_duration_ms(*duration_ms)),
+            Happening::Wake => f.write_str("wake"),
+            Happening::Call {
+                send,
+                key,
+                outcome,
+                reply_lost,
+            } => {
+                let verb = if *send { "send" } else { "lookup" };
+                write!(f, "call {verb} key={key} -> ")?;
+                match outcome {
+                    CallOutcome::Replied(reply) => write!(f, "provider {}", Reply(reply))?,
+                    CallOutcome::Busy { for_ms } => {
+                        write!(f, "provider busy for {}", format_duration_ms(*for_ms))?
+                    }
+                }
+                if *reply_lost {
+                    f.write_str(", reply lost")?;
+                }
+                Ok(())
+            }
+            Happening::Reply(reply) => write!(f, "reply {}", Reply(reply)),
+            Happening::ProviderFinishes { key, outcome } => {
+                write!(
+                    f,
+                    "provider finishes key={key}: {} (the caller timed out)",
+                    Reply(outcome)
+                )
+            }
+            Happening::KeyForgotten { key } => write!(f, "provider forgot key {key}"),
+            other => other.fmt_messages(f),
+        }
+    }
+}
+
+impl Happening {
+    fn fmt_messages(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Happening::Answer(answer) => write!(f, "answer {answer}"),
+            Happening::AnswerSent => f.write_str("answer sent"),
+            Happening::AnswerWritten => f.write_str("answer written (no sender waits for it)"),
+            Happening::AnswerLostInCrash => {
+                f.write_str("answer lost: the receiver crashed before writing it")
+            }
+            Happening::AnswerLost { answer, stream } => write!(f, "answer {answer} to stream {stream} lost"),
+            Happening::SenderGot {
+                answer,
+                stream,
+                attempt,
+                how,
+                next_attempt_in_ms,
+            } => {
+                write!(f, "sender got {answer} for stream {stream} attempt {attempt}")?;
+                if *how == DeliveryHow::Copy {
+                    f.write_str(" (a copy; ignored)")?;
+                }
+                if let Some(next_ms) = next_attempt_in_ms {
+                    write!(f, "; next attempt in {}", format_duration_ms(*next_ms))?;
+                }
+                Ok(())
+            }
+            Happening::Emit {
+                kind,
+                event_id,
+                account,
+                tenant,
+                order,
+                subscriptions,
+            } => write!(
+                f,
+                "emit {} {event_id} ({account}, order {tenant}/{order}, {})",
+                kind.type_name(),
+                count(*subscriptions, "subscription", "subscriptions")
+            ),
+            Happening::Deliver {
+                event_id,
+                account,
+                stream,
+                how,
+                arrival,
+            } => {
+                write!(f, "deliver {event_id} ({account}) stream {stream} ")?;
+                match how {
+                    DeliveryHow::Attempt(attempt) => write!(f, "attempt {attempt}")?,
+                    DeliveryHow::Copy => f.write_str("(copy)")?,
+                    DeliveryHow::Extra(reason) => write!(f, "({reason})")?,
+                }
+                write!(f, "{arrival}")
+            }
+            Happening::AttemptTimedOut {
+                stream,
+                attempt,
+                next_attempt_in_ms,
+                settled,
+            } => match (settled, next_attempt_in_ms) {
+                (true, _) => write!(
+                    f,
+                    "attempt {attempt} of stream {stream} settled before its timeout"
+                ),
+                (false, Some(next_ms)) => write!(
+                    f,
+                    "attempt {attempt} of stream {stream} timed out; next attempt in {}",
+                    format_duration_ms(*next_ms)
+                ),
+                (false, None) => write!(
+                    f,
+                    "attempt {attempt} of stream {stream} timed out; the sender gave up"
+                ),
+            },
+            other => other.fmt_faults(f),
+        }
+    }
+
+    fn fmt_faults(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Happening::Crash {
+                process,
+                tasks,
+                open_transactions,
+                restart_in_ms,
+            } => write!(
+                f,
+                "crash {process}: {} dropped, {} rolled back, restart in {}",
+                count(*tasks, "task", "tasks"),
+                count(*open_transactions, "open transaction", "open transactions"),
+                format_duration_ms(*restart_in_ms)
+            ),
+            Happening::Restart { process } => write!(f, "restart as {process}"),
+            Happening::RestartSkipped => f.write_str("restart skipped: already up"),
+            Happening::Pause { process, duration_ms } => {
+                write!(f, "{process} pauses for {}", format_duration_ms(*duration_ms))
+            }
+            Happening::ClockSet { process, offset_ms } => {
+                write!(f, "{process} clock set {offset_ms:+} ms from true time")
+            }
+            Happening::SenderClockSet { offset_ms } => {
+                write!(f, "sender clock set {offset_ms:+} ms from true time")
+            }
+            Happening::FaultTimer => f.write_str("timer"),
+            Happening::Purge { older_than_ms } => {
+                write!(
+                    f,
+                    "purge receipts received before {}",
+                    format_time_ms(*older_than_ms)
+                )
+            }
+            Happening::PurgeSkipped => f.write_str("purge skipped: the purge process is down"),
+            Happening::Attack {
+                attack,
+                event_id,
+                account,
+                arrival,
+            } => write!(
+                f,
+                "attacker sends {} copied from {event_id} ({account}){arrival}",
+                attack.name()
+            ),
+            Happening::AttackSkipped { attack, stream } => {
+                write!(
+                    f,
+                    "attack `{} {stream}` names nothing in this run; skipped",
+                    attack.name()
+                )
+            }
+            Happening::OperatorRequeue => f.write_str("operator requeues dead obligations"),
+            Happening::OperatorRedeliver { streams, round } => write!(
+                f,
+                "operator redelivers {} (round {round})",
+                count(*streams, "failed delivery", "failed deliveries")
+            ),
+            Happening::Log(message) => write!(f, "log: {message}"),
+            Happening::Heal { restarting } => write!(
+                f,
+                "heal: faults stop, {} restart, clocks are set right",
+                count(*restarting, "crashed process", "crashed processes")
+            ),
+            Happening::Failed { invariant, evidence } => write!(f, "FAILED {invariant}: {evidence}"),
+            other => unreachable!("written by an earlier match: {other:?}"),
+        }
+    }
+}
+
+impl fmt::Display for Arrival {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arrival::To(process) => write!(f, " -> {process}"),
+            Arrival::Lost => f.write_str(": lost on the way in"),
+            Arrival::Refused => f.write_str(": connection refused, no receiver up"),
+        }
+    }
+}
+
+/// A provider's reply, or why there was none, for people.
+struct Reply<'a>(&'a Result<ProviderReply, String>);
+
+impl fmt::Display for Reply<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Ok(ProviderReply::Accepted {
+                effect_id,
+                replayed: false,
+            }) => write!(f, "accepted {effect_id} (new effect)"),
+            Ok(ProviderReply::Accepted {
+                effect_id,
+                replayed: true,
+            }) => write!(f, "accepted {effect_id} (replayed)"),
+            Ok(ProviderReply::Found { effect_id }) => write!(f, "found {effect_id}"),
+            Ok(ProviderReply::NotFound) => f.write_str("not found"),
+            Ok(ProviderReply::Conflict) => f.write_str("409 conflict"),
+            Ok(ProviderReply::Rejected { status, reason }) => write!(f, "rejected {status}: {reason}"),
+            Err(error) => write!(f, "error: {error}"),
+        }
+    }
+}
+
+/// A call's failure as the records hold it.
+pub fn call_error_text(error: &CallError) -> String {
+    match error {
+        CallError::Timeout => "timed out".to_owned(),
+        CallError::Unavailable(reason) => format!("unavailable: {reason}"),
+    }
+}
+
+/// `1 row`, `3 rows`.
+fn count(number: usize, one: &str, many: &str) -> String {
+    format!("{number} {}", if number == 1 { one } else { many })
+}
+
+/// `sql <statement, whitespace collapsed, cut at 96 bytes> [params] -> outcome`.
+fn write_sql(
+    f: &mut fmt::Formatter<'_>,
+    statement: &str,
+    params: &[Value],
+    outcome: &SqlOutcome,
+    injected: bool,
+) -> fmt::Result {
+    write!(f, "sql {}", summarize_sql(statement))?;
+    if !params.is_empty() {
+        let described: Vec<String> = params.iter().map(describe_value).collect();
+        write!(f, " [{}]", described.join(", "))?;
+    }
+    match outcome {
+        SqlOutcome::Done => f.write_str(" -> ok")?,
+        SqlOutcome::Changed(changed) => write!(f, " -> {changed} changed")?,
+        SqlOutcome::Rows { count: rows, first } => {
+            write!(f, " -> {}", count(*rows, "row", "rows"))?;
+            if let Some(first) = first {
+                let described: Vec<String> = first.iter().map(describe_value).collect();
+                write!(f, " ({})", described.join(", "))?;
+            }
+        }
+        SqlOutcome::Failed(error) => write!(f, " -> error: {error}")?,
+    }
+    if injected {
+        f.write_str(" (injected)")?;
+    }
+    Ok(())
+}
+
+/// Collapses whitespace and shortens `sql` for people: at most 96 bytes, then `…`.
+pub fn summarize_sql(sql: &str) -> String {
     const LIMIT: usize = 96;
-    let start = out.len();
-    if sql.is_ascii() {
-        // Word by word rather than character by character: every statement of every run passes
-        // through here. For ASCII, `char::is_whitespace` is tab to carriage return, and space.
-        let is_space = |byte: u8| byte == b' ' || (b'\t'..=b'\r').contains(&byte);
-        let bytes = sql.as_bytes();
-        let mut at = 0;
-        loop {
-            while at < bytes.len() && is_space(bytes[at]) {
-                at += 1;
-            }
-            if at == bytes.len() {
-                return;
-            }
-            let word_start = at;
-            while at < bytes.len() && !is_space(bytes[at]) {
-                at += 1;
-            }
-            let word = &sql[word_start..at];
-            if out.len() > start {
-                out.push(' ');
-            }
-            let written = out.len() - start;
-            if written + word.len() >= LIMIT {
-                // The character loop below checks the limit after each character it writes, so
-                // at least one is written after a space.
-                let take = LIMIT.saturating_sub(written).max(1).min(word.len());
-                out.push_str(&word[..take]);
-                out.push('…');
-                return;
-            }
-            out.push_str(word);
-        }
-    }
-    let mut pending_space = false;
-    for character in sql.chars() {
-        if character.is_whitespace() {
-            pending_space = out.len() > start;
-            continue;
-        }
-        if pending_space {
+    let mut out = String::new();
+    for word in sql.split_whitespace() {
+        if !out.is_empty() {
             out.push(' ');
-            pending_space = false;
         }
-        out.push(character);
-        if out.len() - start >= LIMIT {
+        if out.len() + word.len() >= LIMIT {
+            let room = LIMIT.saturating_sub(out.len()).max(1);
+            let cut = (0..=room.min(word.len()))
+                .rev()
+                .find(|&index| word.is_char_boundary(index))
+                .unwrap_or(0);
+            out.push_str(&word[..cut.max(word.chars().next().map_or(0, char::len_utf8))]);
             out.push('…');
-            return;
+            return out;
         }
+        out.push_str(word);
     }
+    out
 }
 
-pub fn describe_value(value: &Value, out: &mut String) {
+/// A parameter or column value for people: text quoted and cut at 40 bytes.
+pub fn describe_value(value: &Value) -> String {
     const LIMIT: usize = 40;
     match value {
-        Value::Null => out.push_str("NULL"),
-        Value::Integer(number) => {
-            if *number < 0 {
-                out.push('-');
-            }
-            push_decimal(out, number.unsigned_abs(), 1);
-        }
-        Value::Real(number) => {
-            let _ = write!(out, "{number}");
-        }
+        Value::Null => "NULL".to_owned(),
+        Value::Integer(number) => number.to_string(),
+        Value::Real(number) => number.to_string(),
         Value::Text(text) if text.len() > LIMIT => {
             let cut = (0..=LIMIT)
                 .rev()
                 .find(|&index| text.is_char_boundary(index))
                 .unwrap_or(0);
-            out.push('\'');
-            out.push_str(&text[..cut]);
-            out.push_str("…'");
+            format!("'{}…'", &text[..cut])
         }
-        Value::Text(text) => {
-            out.push('\'');
-            out.push_str(text);
-            out.push('\'');
-        }
-        Value::Blob(bytes) => {
-            let _ = write!(out, "<{} bytes>", bytes.len());
-        }
+        Value::Text(text) => format!("'{text}'"),
+        Value::Blob(bytes) => format!("<{} bytes>", bytes.len()),
     }
 }
 
-pub fn describe_statement(
-    out: &mut String,
-    sql: &str,
-    params: &[Value],
-    result: &Result<StatementOutput, DbError>,
-) {
-    if !out.is_empty() {
-        out.push_str(" | ");
+/// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day; times before
+/// the start, such as a purge cutoff, get a minus sign).
+pub fn format_time_ms(time_ms: i64) -> String {
+    let sign = if time_ms < 0 { "-" } else { "" };
+    let magnitude = time_ms.unsigned_abs();
+    let (seconds, millis) = (magnitude / 1_000, magnitude % 1_000);
+    format!(
+        "{sign}{}:{:02}:{:02}.{millis:03}",
+        seconds / 3_600,
+        (seconds / 60) % 60,
+        seconds % 60
+    )
+}
+
+/// Formats a duration for people: `250ms`, `12s`, `5m`, `21m47.357s`, `2d3h`.
+pub fn format_duration_ms(duration_ms: i64) -> String {
+    if duration_ms < 1_000 {
+        return format!("{duration_ms}ms");
     }
-    out.push_str("sql ");
-    let changes = summarize_sql_remembered(sql, out);
-    if !params.is_empty() {
-        out.push_str(" [");
-        for (index, value) in params.iter().enumerate() {
-            if index > 0 {
-                out.push_str(", ");
-            }
-            describe_value(value, out);
-        }
-        out.push(']');
-    }
-    match result {
-        // SQLite's change count is stale after BEGIN, COMMIT and other non-DML statements.
-        Ok(StatementOutput::Changed(_)) if !changes => out.push_str(" -> ok"),
-        Ok(StatementOutput::Changed(count)) => {
-            out.push_str(" -> ");
-            push_decimal(out, *count as u64, 1);
-            out.push_str(" changed");
-        }
-        Ok(StatementOutput::Rows(rows)) => {
-            out.push_str(" -> ");
-            push_decimal(out, rows.len() as u64, 1);
-            out.push_str(" rows");
-            if let Some(first) = rows.first() {
-                out.push_str(" (");
-                for (index, value) in first.0.iter().enumerate() {
-                    if index > 0 {
-                        out.push_str(", ");
-                    }
-                    describe_value(value, out);
-                }
-                out.push(')');
-            }
-        }
-        Err(error) => {
-            let _ = write!(out, " -> error: {error}");
+    let mut rest = duration_ms;
+    let mut text = String::new();
+    for (size, unit) in [(86_400_000, 'd'), (3_600_000, 'h'), (60_000, 'm')] {
+        if rest >= size {
+            text.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
         }
     }
-}
-
-/// How many statement summaries one thread remembers; a system runs a few dozen statements.
-const SUMMARIES_KEPT: usize = 256;
-
-/// A statement's summary and whether it changes rows, as last worked out for its text.
-struct Summary {
-    sql: String,
-    summary: String,
-    changes_rows: bool,
-}
-
-std::thread_local! {
-    /// Summaries by the address and length of the statement text they were made for. Systems pass
-    /// the same constant texts again and again, so the address finds the entry and one
-    /// comparison of the text confirms it; a text elsewhere in memory is summarized again.
-    static SUMMARIES: std::cell::RefCell<std::collections::BTreeMap<(usize, usize), Summary>> =
-        const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
-}
-
-/// Writes what [`summarize_sql`] writes and returns [`changes_rows`], both remembered for the
-/// text: every statement of every run is described, and the text is usually one seen before.
-fn summarize_sql_remembered(sql: &str, out: &mut String) -> bool {
-    SUMMARIES.with(|summaries| {
-        let mut summaries = summaries.borrow_mut();
-        let key = (sql.as_ptr() as usize, sql.len());
-        if let Some(known) = summaries.get(&key)
-            && known.sql == sql
-        {
-            out.push_str(&known.summary);
-            return known.changes_rows;
-        }
-        let start = out.len();
-        summarize_sql(sql, out);
-        let changes = changes_rows(sql);
-        if summaries.len() >= SUMMARIES_KEPT {
-            summaries.clear();
-        }
-        summaries.insert(
-            key,
-            Summary {
-                sql: sql.to_owned(),
-                summary: out[start..].to_owned(),
-                changes_rows: changes,
-            },
-        );
-        changes
-    })
-}
-
-/// Whether `sql` is a statement whose change count means something.
-pub fn changes_rows(sql: &str) -> bool {
-    let keyword = sql.split_whitespace().next().unwrap_or("");
-    ["INSERT", "UPDATE", "DELETE", "REPLACE", "WITH"]
-        .iter()
-        .any(|candidate| keyword.eq_ignore_ascii_case(candidate))
-}
-
-pub fn describe_reply(reply: &ProviderReply) -> String {
-    match reply {
-        ProviderReply::Accepted {
-            effect_id,
-            replayed: false,
-        } => format!("accepted {effect_id} (new effect)"),
-        ProviderReply::Accepted {
-            effect_id,
-            replayed: true,
-        } => format!("accepted {effect_id} (replayed)"),
-        ProviderReply::Found { effect_id } => format!("found {effect_id}"),
-        ProviderReply::NotFound => "not found".to_owned(),
-        ProviderReply::Conflict => "409 conflict".to_owned(),
-        ProviderReply::Rejected { status, reason } => format!("rejected {status}: {reason}"),
+    match (rest / 1_000, rest % 1_000) {
+        (0, 0) => {}
+        (seconds, 0) => text.push_str(&format!("{seconds}s")),
+        (seconds, millis) => text.push_str(&format!("{seconds}.{millis:03}s")),
     }
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn statement(sql: &str) -> Arc<str> {
+        Arc::from(sql)
+    }
+
     #[test]
-    fn digest_depends_on_every_line() {
-        let digest = |lines: &[&str]| {
-            let mut trace = Trace::new(false);
-            for line in lines {
-                trace.push((*line).to_owned());
+    fn the_digest_is_the_same_whether_records_are_kept_or_not() {
+        let run = |keep: bool| {
+            let mut trace = Trace::new(keep);
+            trace.begin(1, 5, Actor::Process("receiver-1#1".into()));
+            let rows = vec![commitgap::env::Row(vec![
+                Value::Integer(7),
+                Value::Text("a".into()),
+            ])];
+            trace.record_sql(
+                &statement("SELECT a, b FROM t"),
+                &[Value::Text("x".into())],
+                &Ok(StatementOutput::Rows(rows)),
+                false,
+                false,
+            );
+            trace.record_sql(&statement("BEGIN"), &[], &Err(DbError::Busy), false, true);
+            trace.record(Happening::Wake);
+            trace.end(5);
+            trace
+        };
+        let (kept, unkept) = (run(true), run(false));
+        assert_eq!(kept.digest(), unkept.digest());
+        // The kept records, fed again from their owned form, give the same digest.
+        let mut again = Trace::new(false);
+        for step in kept.steps() {
+            again.begin(step.step, step.time_ms, step.actor.clone());
+            for happening in &step.happened {
+                again.record(happening.clone());
             }
+            again.end(step.time_ms);
+        }
+        assert_eq!(again.digest(), kept.digest());
+        assert_eq!(
+            kept.steps()[0].to_string(),
+            "     1  0:00:00.005 receiver-1#1  sql SELECT a, b FROM t ['x'] -> 1 row (7, 'a') | sql BEGIN -> error: database is busy (injected) | wake"
+        );
+    }
+
+    #[test]
+    fn the_digest_depends_on_every_field() {
+        let digest = |happening: Happening| {
+            let mut trace = Trace::new(false);
+            trace.push(3, 9, Actor::Sender, happening);
             trace.digest()
         };
-        assert_eq!(digest(&["a", "b"]), digest(&["a", "b"]));
-        assert_ne!(digest(&["a", "b"]), digest(&["a", "c"]));
-        assert_ne!(digest(&["ab"]), digest(&["a", "b"]));
-        assert_eq!(digest(&["a"]).len(), 32);
-    }
-
-    #[test]
-    fn step_lines_are_what_format_writes() {
-        let mut rng = crate::rng::SimRng::stream(3, "trace-test");
-        let actors = [
-            "",
-            "sender",
-            "receiver-2#1",
-            "relay-10#12",
-            "invariant",
-            "a-very-long-actor-name",
-            "é",
-        ];
-        let mut cases = vec![
-            (0u64, 0i64),
-            (999_999, -30_000),
-            (1_000_000, 27 * 3_600_000 + 61_042),
-            (7, i64::MIN + 1),
-        ];
-        for _ in 0..2_000 {
-            let step = rng.below(10_000_000);
-            let time_ms = rng.below(400 * 3_600_000) as i64 - 3_600_000;
-            cases.push((step, time_ms));
-        }
-        for (index, (step, time_ms)) in cases.into_iter().enumerate() {
-            let actor = actors[index % actors.len()];
-            let text = if index % 3 == 0 {
-                ""
-            } else {
-                "sql SELECT 1 -> 1 rows"
-            };
-            // The time as `format_time_ms` wrote it with `format!`, kept here to compare with.
-            let sign = if time_ms < 0 { "-" } else { "" };
-            let (seconds, millis) = (time_ms.unsigned_abs() / 1_000, time_ms.unsigned_abs() % 1_000);
-            let time = format!(
-                "{sign}{}:{:02}:{:02}.{millis:03}",
-                seconds / 3_600,
-                (seconds / 60) % 60,
-                seconds % 60
-            );
-            assert_eq!(format_time_ms(time_ms), time);
-            let expected = format!("{:>6} {:>12} {:<13} {}", step, time, actor, text);
-            let mut written = String::new();
-            write_step_line(&mut written, step, time_ms, actor, text);
-            assert_eq!(written, expected);
-            let mut by_line = Trace::new(true);
-            by_line.push(expected.clone());
-            let mut by_step = Trace::new(true);
-            by_step.push_step(step, time_ms, actor, text);
-            assert_eq!(by_step.digest(), by_line.digest());
-            assert_eq!(by_step.lines(), by_line.lines());
-        }
-    }
-
-    /// What `summarize_sql` did character by character before its word-by-word path.
-    fn summarize_by_character(sql: &str) -> String {
-        let mut out = String::new();
-        let mut pending_space = false;
-        for character in sql.chars() {
-            if character.is_whitespace() {
-                pending_space = !out.is_empty();
-                continue;
-            }
-            if pending_space {
-                out.push(' ');
-                pending_space = false;
-            }
-            out.push(character);
-            if out.len() >= 96 {
-                out.push('…');
-                break;
-            }
-        }
-        out
+        let sleeps: Vec<String> = [1, 2]
+            .iter()
+            .map(|&duration_ms| digest(Happening::Sleep { duration_ms }))
+            .collect();
+        assert_ne!(sleeps[0], sleeps[1]);
+        assert_ne!(digest(Happening::Wake), digest(Happening::FaultTimer));
+        assert_ne!(
+            digest(Happening::Log("ab".into())),
+            digest(Happening::Log("a".into())),
+        );
+        assert_eq!(digest(Happening::Wake).len(), 32);
     }
 
     #[test]
     fn summaries_collapse_whitespace_and_stop_at_the_limit() {
-        let mut rng = crate::rng::SimRng::stream(5, "summary-test");
-        let pieces = [
-            "SELECT",
-            "x",
-            " ",
-            "  ",
-            "\n",
-            "\t",
-            "\u{b}",
-            "\r\n",
-            "abcdefghij",
-            "é",
-            "\u{85}",
-            ",",
-        ];
-        for case in 0..5_000 {
-            let mut sql = String::new();
-            for _ in 0..rng.below(80) {
-                let piece = pieces[rng.below(pieces.len() as u64) as usize];
-                // Half the cases ASCII only, to exercise the word-by-word path.
-                if case % 2 == 0 && !piece.is_ascii() {
-                    continue;
-                }
-                sql.push_str(piece);
-            }
-            let mut summary = String::from("prefix ");
-            summarize_sql(&sql, &mut summary);
-            assert_eq!(
-                summary,
-                format!("prefix {}", summarize_by_character(&sql)),
-                "{sql:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn values_and_statements_are_described_as_format_described_them() {
-        // The descriptions as they were written with `write!`, kept here to compare with.
-        let old_value = |value: &Value| -> String {
-            match value {
-                Value::Null => "NULL".to_owned(),
-                Value::Integer(number) => format!("{number}"),
-                Value::Real(number) => format!("{number}"),
-                Value::Text(text) if text.len() > 40 => {
-                    let cut = (0..=40)
-                        .rev()
-                        .find(|&index| text.is_char_boundary(index))
-                        .unwrap_or(0);
-                    format!("'{}…'", &text[..cut])
-                }
-                Value::Text(text) => format!("'{text}'"),
-                Value::Blob(bytes) => format!("<{} bytes>", bytes.len()),
-            }
-        };
-        let mut rng = crate::rng::SimRng::stream(8, "value-test");
-        let mut values = vec![
-            Value::Null,
-            Value::Integer(0),
-            Value::Integer(-7),
-            Value::Integer(i64::MIN),
-            Value::Integer(i64::MAX),
-            Value::Real(1.5),
-            Value::Text(String::new()),
-            Value::Text("é".repeat(30)),
-            Value::Text("x".repeat(41)),
-            Value::Blob(vec![1, 2, 3]),
-        ];
-        for _ in 0..3_000 {
-            let bits = rng.below(63);
-            let magnitude = rng.below(1 << bits) as i64;
-            values.push(Value::Integer(if rng.below(2) == 0 {
-                magnitude
-            } else {
-                -magnitude
-            }));
-        }
-        for value in &values {
-            let mut described = String::from("[");
-            describe_value(value, &mut described);
-            assert_eq!(described, format!("[{}", old_value(value)), "{value:?}");
-        }
-        let statements: [(&str, Result<StatementOutput, DbError>); 4] = [
-            ("INSERT INTO t VALUES (?1)", Ok(StatementOutput::Changed(1_234))),
-            ("BEGIN IMMEDIATE", Ok(StatementOutput::Changed(3))),
-            ("SELECT a,\n  b FROM t", Ok(StatementOutput::Rows(Vec::new()))),
-            ("DELETE FROM t", Err(DbError::Busy)),
-        ];
-        for (sql, result) in &statements {
-            let mut described = String::from("earlier");
-            describe_statement(&mut described, sql, &values[..3], result);
-            let mut summary = String::new();
-            summarize_sql(sql, &mut summary);
-            let params = values[..3].iter().map(old_value).collect::<Vec<_>>().join(", ");
-            let outcome = match result {
-                Ok(StatementOutput::Changed(_)) if !changes_rows(sql) => " -> ok".to_owned(),
-                Ok(StatementOutput::Changed(count)) => format!(" -> {count} changed"),
-                Ok(StatementOutput::Rows(rows)) => format!(" -> {} rows", rows.len()),
-                Err(error) => format!(" -> error: {error}"),
-            };
-            assert_eq!(described, format!("earlier | sql {summary} [{params}]{outcome}"));
-        }
-    }
-
-    #[test]
-    fn a_remembered_summary_is_never_another_texts() {
-        // Texts built at run time may reuse the memory of an earlier text of the same length.
-        for round in 0..200 {
-            let sql = format!("SELECT {} FROM t{}", round % 7, round % 3);
-            let mut remembered = String::new();
-            let changes = summarize_sql_remembered(&sql, &mut remembered);
-            let mut summary = String::new();
-            summarize_sql(&sql, &mut summary);
-            assert_eq!(remembered, summary);
-            assert!(!changes);
-        }
-        let update = "UPDATE t SET a = 1";
-        for _ in 0..2 {
-            let mut remembered = String::from("x");
-            assert!(summarize_sql_remembered(update, &mut remembered));
-            assert_eq!(remembered, "xUPDATE t SET a = 1");
-        }
-    }
-
-    #[test]
-    fn durations_are_what_they_were_with_format() {
-        let old = |duration_ms: i64| -> String {
-            if duration_ms < 1_000 {
-                return format!("{duration_ms}ms");
-            }
-            let mut rest = duration_ms;
-            let mut text = String::new();
-            for (size, unit) in [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m")] {
-                if rest >= size {
-                    text.push_str(&format!("{}{unit}", rest / size));
-                    rest %= size;
-                }
-            }
-            match (rest / 1_000, rest % 1_000) {
-                (0, 0) => {}
-                (seconds, 0) => text.push_str(&format!("{seconds}s")),
-                (seconds, millis) => text.push_str(&format!("{seconds}.{millis:03}s")),
-            }
-            text
-        };
-        let mut rng = crate::rng::SimRng::stream(6, "duration-test");
-        let mut cases = vec![-5, 0, 999, 1_000, 60_000, 86_400_000, 90_061_001];
-        cases.extend((0..3_000).map(|_| rng.below(10 * 86_400_000) as i64));
-        cases.extend((0..1_000).map(|_| rng.below(120_000) as i64));
-        for duration_ms in cases {
-            assert_eq!(format_duration_ms(duration_ms), old(duration_ms), "{duration_ms}");
-        }
+        assert_eq!(summarize_sql("SELECT  a,\n  b\tFROM t"), "SELECT a, b FROM t");
+        let long = format!("SELECT {} FROM t", "x".repeat(200));
+        let summary = summarize_sql(&long);
+        assert!(summary.ends_with('…') && summary.len() <= 100, "{summary}");
+        assert_eq!(
+            describe_value(&Value::Text("x".repeat(41))),
+            format!("'{}…'", "x".repeat(40))
+        );
     }
 
     #[test]
@@ -684,5 +1439,20 @@ mod tests {
         assert_eq!(format_duration_ms(250), "250ms");
         assert_eq!(format_duration_ms(1_307_357), "21m47.357s");
         assert_eq!(format_duration_ms(2 * 86_400_000 + 3 * 3_600_000), "2d3h");
+    }
+
+    #[test]
+    fn counts_agree_with_their_number() {
+        assert_eq!(count(1, "row", "rows"), "1 row");
+        assert_eq!(count(0, "row", "rows"), "0 rows");
+        let emit = Happening::Emit {
+            kind: EventKind::Payment,
+            event_id: "evt-1".into(),
+            account: "acct-a".into(),
+            tenant: "tenant-a".into(),
+            order: "order-1".into(),
+            subscriptions: 1,
+        };
+        assert!(emit.to_string().ends_with("1 subscription)"), "{emit}");
     }
 }

@@ -9,7 +9,6 @@
 //! not consult anything outside the run: every choice comes from a seeded stream.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 use commitgap::env::{DbError, Value};
 use commitgap::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
@@ -29,7 +28,7 @@ use crate::rng::SimRng;
 use crate::schedule::Decider;
 use crate::sender::{EventState, Sender};
 use crate::trace::{
-    Trace, describe_reply, describe_statement, format_duration_ms, write_step_number, write_time_ms,
+    Actor, CallOutcome, Happening, Trace, call_error_text, format_duration_ms, format_time_ms,
 };
 use crate::view::DbView;
 use crate::workload::Workload;
@@ -244,8 +243,7 @@ pub struct World {
     /// Raw commits of the current step.
     pub step_commits: Vec<StepCommit>,
     pub step_record: StepRecord,
-    /// The trace text of the current step's action.
-    pub line: String,
+    /// What happened in each step, and the run's digest.
     pub trace: Trace,
     /// Work that keeps the world from being quiet: handler tasks, answers on the wire, scheduled
     /// extra deliveries, slow provider requests and pending operator actions.
@@ -335,7 +333,6 @@ impl World {
             history: History::default(),
             step_commits: Vec::new(),
             step_record: StepRecord::default(),
-            line: String::new(),
             trace: Trace::new(keep_trace),
             work_in_flight: 0,
             scripted: scripted.then(Scripted::default),
@@ -468,6 +465,28 @@ impl World {
                 }
                 WorldEvent::OperatorRequeue => "operator requeue".to_owned(),
                 WorldEvent::OperatorRedeliver { round } => format!("operator redeliver #{round}"),
+            },
+        }
+    }
+
+    /// Who acts when `item` runs: a task's process, or the actor of a world event.
+    pub fn actor_of(&self, item: Item) -> Actor {
+        match item {
+            Item::Task(task) => Actor::Process(self.tasks[&task].process_id.clone()),
+            Item::Event(event) => match &self.events[&event] {
+                WorldEvent::SendAnswer { process, .. } | WorldEvent::Restart { process } => {
+                    Actor::Process(self.processes[*process].id.clone())
+                }
+                WorldEvent::FaultTimer { fault } | WorldEvent::FaultActs { fault, .. } => {
+                    Actor::Fault(self.faults[*fault].name().to_owned())
+                }
+                WorldEvent::ProviderActs { .. } => Actor::Provider,
+                WorldEvent::OperatorRequeue | WorldEvent::OperatorRedeliver { .. } => Actor::Operator,
+                WorldEvent::Emit { .. }
+                | WorldEvent::Attempt { .. }
+                | WorldEvent::AttemptTimeout { .. }
+                | WorldEvent::Extra { .. }
+                | WorldEvent::AnswerArrives { .. } => Actor::Sender,
             },
         }
     }
@@ -698,7 +717,7 @@ impl World {
         if let Some(connection) = state.connection {
             if self.db.in_transaction(connection) {
                 self.db.roll_back(connection);
-                self.note("task ended inside a transaction; rolled back");
+                self.record(Happening::TaskEndedInTransaction);
             }
             self.processes[state.process].idle_connections.push(connection);
         }
@@ -787,17 +806,20 @@ impl World {
                 self.db.roll_back(connection);
             }
             let result = Err(failure.error());
-            describe_statement(&mut self.line, sql, params, &result);
-            self.line.push_str(" (injected)");
+            let statement = crate::sql::Statement::remembered(sql);
+            self.trace
+                .record_sql(&statement.text, params, &result, statement.changes_rows(), true);
             self.observe_statement(task, sql, params, &result);
             return result;
         }
         let (result, committed) = self.db.run(connection, sql, params, wants_rows);
-        describe_statement(&mut self.line, sql, params, &result);
+        let statement = crate::sql::Statement::remembered(sql);
+        self.trace
+            .record_sql(&statement.text, params, &result, statement.changes_rows(), false);
         self.observe_statement(task, sql, params, &result);
         if let Ok(StatementOutput::Rows(rows)) = &result
             && rows.len() > 1
-            && !crate::sql::Statement::remembered(sql).orders_rows
+            && !statement.orders_rows
         {
             // Without ORDER BY the row order is whatever the query plan gives, which a SQLite
             // upgrade or a new index can change, and with it every decision taken from the rows.
@@ -815,7 +837,6 @@ impl World {
                 _ => None,
             };
             let process_id = state.process_id.clone();
-            let _ = write!(self.line, " [commit {} rows]", committed.len());
             self.step_commits.push(StepCommit {
                 process_id,
                 hostile,
@@ -906,23 +927,24 @@ impl World {
             && matches!(call.request, ProviderRequest::Send { .. })
         {
             scripted.provider_sends_to_reject -= 1;
-            let _ = write!(
-                self.line,
-                "call send key={key} -> provider rejected 400: account suspended"
-            );
             let reason = "account suspended".to_owned();
             let reply = Ok(ProviderReply::Rejected { status: 400, reason });
+            self.record(Happening::Call {
+                send: true,
+                key: key.clone(),
+                outcome: CallOutcome::Replied(
+                    reply.clone().map_err(|error: CallError| call_error_text(&error)),
+                ),
+                reply_lost: false,
+            });
             self.tasks
                 .get_mut(&task)
                 .expect("a calling task is registered")
                 .reply = Some(reply);
             return now_ms + 1;
         }
-        let verb = match &call.request {
-            ProviderRequest::Send { .. } => "send",
-            ProviderRequest::Lookup { .. } => "lookup",
-        };
-        let (reply_at_ms, mut reply) = match provider_faults.act_after_ms {
+        let send = matches!(&call.request, ProviderRequest::Send { .. });
+        let (reply_at_ms, mut reply, outcome) = match provider_faults.act_after_ms {
             // The provider works on it past the caller's timeout and acts afterwards; a shorter
             // delay is ordinary latency and takes the ordinary path.
             Some(act_after_ms) if act_after_ms >= call.timeout_ms && !self.provider.is_busy(&key, now_ms) => {
@@ -938,17 +960,12 @@ impl World {
                     format_duration_ms(act_after_ms)
                 );
                 self.record_fault("provider-slow", &what);
-                let busy_for = format_duration_ms(act_after_ms);
-                let _ = write!(self.line, "call {verb} key={key} -> provider busy for {busy_for}");
-                (now_ms + call.timeout_ms, Err(CallError::Timeout))
+                let outcome = CallOutcome::Busy { for_ms: act_after_ms };
+                (now_ms + call.timeout_ms, Err(CallError::Timeout), outcome)
             }
             _ => {
                 let handled = self.provider_handle(&call.request, now_ms, provider_faults.conditions);
-                let outcome = match &handled {
-                    Ok(reply) => describe_reply(reply),
-                    Err(error) => error.to_string(),
-                };
-                let _ = write!(self.line, "call {verb} key={key} -> provider {outcome}");
+                let outcome = CallOutcome::Replied(handled.clone().map_err(|error| call_error_text(&error)));
                 let latency_ms = match self.choose(DecisionKind::ProviderLatency, |world| {
                     let ms = world
                         .provider_rng
@@ -959,9 +976,9 @@ impl World {
                     _ => 1,
                 };
                 if latency_ms > call.timeout_ms {
-                    (now_ms + call.timeout_ms, Err(CallError::Timeout))
+                    (now_ms + call.timeout_ms, Err(CallError::Timeout), outcome)
                 } else {
-                    (now_ms + latency_ms, handled)
+                    (now_ms + latency_ms, handled, outcome)
                 }
             }
         };
@@ -981,12 +998,18 @@ impl World {
             lost = true;
         }
         let mut reply_at_ms = reply_at_ms;
-        if lost && reply.is_ok() {
+        let reply_lost = lost && reply.is_ok();
+        if reply_lost {
             self.record_fault("lost-ack", &format!("provider reply for key {key} lost"));
-            self.line.push_str(", reply lost");
             reply = Err(CallError::Timeout);
             reply_at_ms = now_ms + call.timeout_ms;
         }
+        self.record(Happening::Call {
+            send,
+            key,
+            outcome,
+            reply_lost,
+        });
         self.tasks
             .get_mut(&task)
             .expect("a calling task is registered")
@@ -1072,14 +1095,10 @@ impl World {
         let key = request.idempotency_key().to_owned();
         self.provider.end_processing(&key);
         let conditions = crate::provider::Conditions::default();
-        let outcome = match self.provider_handle(request, self.now_ms, conditions) {
-            Ok(reply) => describe_reply(&reply),
-            Err(error) => error.to_string(),
-        };
-        let _ = write!(
-            self.line,
-            "provider finishes key={key}: {outcome} (the caller timed out)"
-        );
+        let outcome = self
+            .provider_handle(request, self.now_ms, conditions)
+            .map_err(|error| call_error_text(&error));
+        self.record(Happening::ProviderFinishes { key, outcome });
     }
 
     /// The reply a task's provider call got.
@@ -1109,12 +1128,9 @@ impl World {
             Ok(ProviderReply::Found { .. }) => self.probes.reach(Situation::ReconciledByLookup),
             _ => {}
         }
-        let what = match &reply {
-            Ok(reply) => format!("reply {}", describe_reply(reply)),
-            Err(error) => format!("reply error: {error}"),
-        };
-        // A note, so that a fault noted earlier in the step stays a separate part of the line.
-        self.note(&what);
+        self.record(Happening::Reply(
+            reply.clone().map_err(|error| call_error_text(&error)),
+        ));
         reply
     }
 
@@ -1182,7 +1198,7 @@ impl World {
             origin: origin.clone(),
             receiver_now_s,
         });
-        self.note(&format!("answer {answer}"));
+        self.record(Happening::Answer(answer.clone()));
         if let Some(scripted) = &mut self.scripted {
             scripted.answers.insert(task, answer.clone());
         }
@@ -1198,12 +1214,9 @@ impl World {
         );
     }
 
-    /// Appends a remark to the current step's trace line.
-    pub fn note(&mut self, text: &str) {
-        if !self.line.is_empty() {
-            self.line.push_str(" | ");
-        }
-        self.line.push_str(text);
+    /// Records what happened in the current step.
+    pub fn record(&mut self, happening: Happening) {
+        self.trace.record(happening);
     }
 
     /// Counts a fault firing and keeps it for the seed file.
@@ -1219,19 +1232,14 @@ impl World {
     pub fn record_forgotten_keys(&mut self) {
         for key in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
             self.record_fault("key-expiry", &format!("provider forgot key {key}"));
+            self.record(Happening::KeyForgotten { key });
         }
     }
 
     /// Keeps a fault decision, or its consequence, for the seed file.
     pub fn log_fault(&mut self, what: &str) {
         if self.fault_log.len() < FAULT_LOG_MAX {
-            let mut line = String::with_capacity(24 + what.len());
-            line.push_str("step ");
-            write_step_number(&mut line, self.step);
-            line.push(' ');
-            write_time_ms(&mut line, self.now_ms);
-            line.push_str(": ");
-            line.push_str(what);
+            let line = format!("step {} {}: {what}", self.step, format_time_ms(self.now_ms));
             self.fault_log.push(line);
         }
     }

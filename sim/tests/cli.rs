@@ -416,7 +416,7 @@ fn a_sweep_that_never_reaches_a_situation_says_so_and_why() {
         "one seed leaves some fault models silent: {text}"
     );
     assert!(
-        text.lines().last().unwrap().starts_with("sweep: 1 seeds"),
+        text.lines().last().unwrap().starts_with("sweep: 1 seed,"),
         "{text}"
     );
 }
