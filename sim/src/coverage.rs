@@ -244,10 +244,7 @@ impl Probes {
         let Some(claim) = self.claims.get(process_id) else {
             return;
         };
-        let is_update = sql
-            .trim_start()
-            .get(..6)
-            .is_some_and(|verb| verb.eq_ignore_ascii_case("UPDATE"));
+        let is_update = crate::sql::Statement::remembered(sql).verb == crate::sql::Verb::Update;
         if !is_update || !params.contains(&Value::Integer(claim.lease_token)) {
             return;
         }

@@ -12,6 +12,8 @@
 //! - [`schedule`]: a run written down as its decisions: readable, editable, replayable.
 //! - [`world`]: the simulated world's state: processes, tasks, clock, queues, the current step.
 //! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
+//! - [`sql`]: the one reading of SQL text: a statement's verb, first table and ordering.
+//! - [`decision`]: the typed decisions a run is made of, as schedules write them.
 //! - [`db`]: the shared SQLite database, per-process connections, committed-change capture, and reuse of a database across a thread's runs.
 //! - [`view`]: the committed rows, decoded and indexed for the invariants.
 //! - [`sender`]: the upstream webhook sender and its retry presets.
@@ -29,7 +31,7 @@
 //! - [`limits`]: the bounds every configuration and schedule is held to.
 //! - [`record`]: what the simulator observed in a step and over a run, for invariants and probes.
 //! - [`rng`]: seeded random streams and integer ratios.
-//! - [`trace`]: trace lines and the run digest.
+//! - [`trace`]: each step's record of what happened, and the run's digest over the records.
 //! - [`shrink`]: a failing run reduced to the few decisions that matter.
 //! - [`seed_file`]: the JSON file a failing seed is written to.
 //! - [`corpus`]: the seed directory, kept to the shortest file per distinct failure.
