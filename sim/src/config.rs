@@ -136,7 +136,14 @@ impl SimConfig {
     /// durations, ratios and each fault model's settings. The error is one line naming the field
     /// (as a path from the configuration, `relay.lease_ms`), the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
-        use crate::limits::{self, DURATION_MS_MAX, check};
+        self.validate_counts()?;
+        self.validate_durations()?;
+        self.validate_contracts()?;
+        self.validate_faults()
+    }
+
+    fn validate_counts(&self) -> Result<(), String> {
+        use crate::limits::{self, check};
         check("tenants", self.tenants, 1, limits::TENANTS_MAX)?;
         check(
             "orders_per_tenant",
@@ -157,6 +164,28 @@ impl SimConfig {
         // Without a relay worker nothing could ever drain the outbox: every paid order would
         // "fail" for want of a process the configuration left out.
         check("relay_workers", self.relay_workers, 1, limits::PROCESSES_MAX)?;
+        check(
+            "relay.attempts_max",
+            self.relay.attempts_max,
+            1,
+            limits::ATTEMPTS_MAX,
+        )?;
+        check(
+            "fault_phase_steps_max",
+            self.fault_phase_steps_max,
+            1,
+            limits::FAULT_PHASE_STEPS_MAX,
+        )?;
+        check(
+            "liveness_steps_max",
+            self.liveness_steps_max,
+            1,
+            limits::LIVENESS_STEPS_MAX,
+        )
+    }
+
+    fn validate_durations(&self) -> Result<(), String> {
+        use crate::limits::{DURATION_MS_MAX, check};
         for (name, value) in [
             ("sender_timeout_ms", self.sender_timeout_ms),
             ("emit_window_ms", self.emit_window_ms),
@@ -180,6 +209,13 @@ impl SimConfig {
         ] {
             check(name, value, 0, DURATION_MS_MAX)?;
         }
+        Ok(())
+    }
+
+    /// Values that are each in range but together would break a contract the reference relies
+    /// on, so that a run of them could only end in a false verdict.
+    fn validate_contracts(&self) -> Result<(), String> {
+        use crate::limits::{DURATION_MS_MAX, check};
         // An answer slower than the sender waits could never settle a delivery; the network is
         // held to half the sender's timeout, as every drawn configuration is.
         check(
@@ -194,12 +230,6 @@ impl SimConfig {
             self.relay.idle_poll_min_ms,
             DURATION_MS_MAX,
         )?;
-        check(
-            "relay.attempts_max",
-            self.relay.attempts_max,
-            1,
-            limits::ATTEMPTS_MAX,
-        )?;
         // The relay's contract: a lease outlives the provider call it covers, with room for the
         // claim before it and the write after it (see `RelaySettings::lease_ms`).
         check(
@@ -208,18 +238,10 @@ impl SimConfig {
             self.relay.call_timeout_ms.saturating_mul(2),
             DURATION_MS_MAX,
         )?;
-        check(
-            "fault_phase_steps_max",
-            self.fault_phase_steps_max,
-            1,
-            limits::FAULT_PHASE_STEPS_MAX,
-        )?;
-        check(
-            "liveness_steps_max",
-            self.liveness_steps_max,
-            1,
-            limits::LIVENESS_STEPS_MAX,
-        )?;
+        Ok(())
+    }
+
+    fn validate_faults(&self) -> Result<(), String> {
         for (name, settings) in &self.faults {
             let Some(kind) = faults::kind(name) else {
                 return Err(format!(

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use commitgap::env::{Env, LocalBoxFuture};
+use commitgap::receiver::Answer;
 use commitgap::receiver::WebhookDelivery;
 use serde::{Deserialize, Serialize};
 
@@ -270,43 +271,7 @@ impl Simulation {
             decider,
         } = setup;
         let observed_tables = system.observed_tables().to_vec();
-        let set_up = |connection: &rusqlite::Connection| system.set_up(connection, &workload.fixtures);
-        let two_parts = system.sets_up_in_two_parts();
-        let reused = if two_parts {
-            Database::reuse_schema(config.backend, &observed_tables, &system, &workload.fixtures)
-        } else {
-            Database::reuse(config.backend, &observed_tables, &set_up)
-        };
-        let (db, setup_changes) = match reused {
-            Some(reused) => reused,
-            None => {
-                let mut db = Database::create(config.backend, &observed_tables)
-                    .map_err(|error| format!("could not create the database: {error}"))?;
-                let failed = |error: commitgap::env::DbError| {
-                    format!("system {} failed to set up: {error}", system.name())
-                };
-                let schema_snapshot = if two_parts {
-                    system.set_up_schema(db.setup_connection()).map_err(failed)?;
-                    let snapshot = db.schema_snapshot().map_err(failed)?;
-                    system
-                        .load_fixtures(db.setup_connection(), &workload.fixtures)
-                        .map_err(failed)?;
-                    snapshot
-                } else {
-                    set_up(db.setup_connection()).map_err(failed)?;
-                    None
-                };
-                let setup_changes = db
-                    .finish_setup()
-                    .map_err(|error| format!("system {}: {error}", system.name()))?;
-                if let Some(snapshot) = schema_snapshot {
-                    db.keep_schema_image(&system, snapshot)
-                        .map_err(|error| format!("system {}: {error}", system.name()))?;
-                }
-                db.allow_reuse();
-                (db, setup_changes)
-            }
-        };
+        let (db, setup_changes) = Self::set_up_database(&system, &config, &workload, &observed_tables)?;
 
         let mut processes = Vec::new();
         for index in 1..=config.receivers {
@@ -326,34 +291,10 @@ impl Simulation {
                 fault_models.push((kind.build)(settings, rng, &context)?);
             }
         }
-        let mut reshaped = Vec::new();
-        let workload = if !shape_workload {
-            workload
+        let (workload, reshaped) = if shape_workload {
+            Self::shape_workload(workload, &mut fault_models, &config)
         } else {
-            // Fault models that add events or change their delivery do it once, before the run.
-            let context = config.fault_context();
-            let Workload {
-                fixtures, mut events, ..
-            } = workload;
-            for fault in fault_models.iter_mut() {
-                // Extra deliveries are counted when they go out; what a model changes here is
-                // counted now, as the events it delayed, fanned out or added.
-                let before: Vec<(i64, u32)> = events
-                    .iter()
-                    .map(|event| (event.deliver_at_ms, event.subscriptions))
-                    .collect();
-                fault.shape_workload(&mut events, &context);
-                let changed = before
-                    .iter()
-                    .zip(&events)
-                    .filter(|(before, event)| **before != (event.deliver_at_ms, event.subscriptions))
-                    .count();
-                let added = events.len().saturating_sub(before.len());
-                if changed + added > 0 {
-                    reshaped.push((fault.name(), (changed + added) as u64));
-                }
-            }
-            Workload::new(fixtures, events)
+            (workload, Vec::new())
         };
 
         let mut world = World::new(
@@ -862,35 +803,88 @@ impl Simulation {
         )
     }
 
+    /// Opens the run's database: a copy of the image kept from an earlier run of the same set-up
+    /// when there is one, else a fresh database the system sets up (and whose image is kept).
+    fn set_up_database(
+        system: &Arc<dyn System>,
+        config: &SimConfig,
+        workload: &Workload,
+        observed_tables: &[&'static str],
+    ) -> Result<(Database, Vec<crate::db::RowChange>), String> {
+        let set_up = |connection: &rusqlite::Connection| system.set_up(connection, &workload.fixtures);
+        let two_parts = system.sets_up_in_two_parts();
+        let reused = if two_parts {
+            Database::reuse_schema(config.backend, observed_tables, system, &workload.fixtures)
+        } else {
+            Database::reuse(config.backend, observed_tables, &set_up)
+        };
+        if let Some(reused) = reused {
+            return Ok(reused);
+        }
+        let mut db = Database::create(config.backend, observed_tables)
+            .map_err(|error| format!("could not create the database: {error}"))?;
+        let failed =
+            |error: commitgap::env::DbError| format!("system {} failed to set up: {error}", system.name());
+        let schema_snapshot = if two_parts {
+            system.set_up_schema(db.setup_connection()).map_err(failed)?;
+            let snapshot = db.schema_snapshot().map_err(failed)?;
+            system
+                .load_fixtures(db.setup_connection(), &workload.fixtures)
+                .map_err(failed)?;
+            snapshot
+        } else {
+            set_up(db.setup_connection()).map_err(failed)?;
+            None
+        };
+        let setup_changes = db
+            .finish_setup()
+            .map_err(|error| format!("system {}: {error}", system.name()))?;
+        if let Some(snapshot) = schema_snapshot {
+            db.keep_schema_image(system, snapshot)
+                .map_err(|error| format!("system {}: {error}", system.name()))?;
+        }
+        db.allow_reuse();
+        Ok((db, setup_changes))
+    }
+
+    /// Lets fault models that add events or change their delivery do it once, before the run,
+    /// and counts per model how many events it delayed, fanned out or added.
+    fn shape_workload(
+        workload: Workload,
+        fault_models: &mut [Box<dyn FaultModel>],
+        config: &SimConfig,
+    ) -> (Workload, Vec<(&'static str, u64)>) {
+        let context = config.fault_context();
+        let Workload {
+            fixtures, mut events, ..
+        } = workload;
+        let mut reshaped = Vec::new();
+        for fault in fault_models.iter_mut() {
+            // Extra deliveries are counted when they go out; what a model changes here is
+            // counted now.
+            let before: Vec<(i64, u32)> = events
+                .iter()
+                .map(|event| (event.deliver_at_ms, event.subscriptions))
+                .collect();
+            fault.shape_workload(&mut events, &context);
+            let changed = before
+                .iter()
+                .zip(&events)
+                .filter(|(before, event)| **before != (event.deliver_at_ms, event.subscriptions))
+                .count();
+            let added = events.len().saturating_sub(before.len());
+            if changed + added > 0 {
+                reshaped.push((fault.name(), (changed + added) as u64));
+            }
+        }
+        (Workload::new(fixtures, events), reshaped)
+    }
+
     fn handle_event(&mut self, event: crate::world::EventId) -> Result<(), String> {
         let event = self.world.borrow_mut().take_event(event);
         match event {
             WorldEvent::Emit { event } => {
-                let mut world = self.world.borrow_mut();
-                let spec = world.workload.events[event].clone();
-                let streams: Vec<usize> = world.sender.streams_of(event).collect();
-                for &stream in &streams {
-                    world.sender.emit(stream);
-                    world.schedule_event(spec.deliver_at_ms, WorldEvent::Attempt { stream });
-                }
-                for extra in &spec.extra_deliveries {
-                    let reason = extra.reason.clone();
-                    world.schedule_event(
-                        extra.at_ms,
-                        WorldEvent::Extra {
-                            stream: streams[0],
-                            reason,
-                        },
-                    );
-                }
-                world.record(Happening::Emit {
-                    kind: spec.kind,
-                    event_id: spec.event_id,
-                    account: spec.account,
-                    tenant: spec.tenant,
-                    order: spec.order,
-                    subscriptions: streams.len(),
-                });
+                self.emit(event);
                 Ok(())
             }
             WorldEvent::Attempt { stream } => self.attempt(stream),
@@ -906,22 +900,7 @@ impl Simulation {
                 self.deliver(stream, 0, DeliveryKind::Extra, &reason)
             }
             WorldEvent::AttemptTimeout { stream, attempt } => {
-                let mut world = self.world.borrow_mut();
-                let now_ms = world.now_ms;
-                let record = world.sender.stream(stream);
-                let open = record.state == EventState::Delivering
-                    && record.attempts == attempt
-                    && record.attempt_open;
-                let next_ms = world.sender.time_out(stream, attempt, now_ms);
-                if let Some(next_ms) = next_ms {
-                    world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-                }
-                world.record(Happening::AttemptTimedOut {
-                    stream,
-                    attempt,
-                    next_attempt_in_ms: next_ms.map(|next_ms| next_ms - now_ms),
-                    settled: !open,
-                });
+                self.attempt_timed_out(stream, attempt);
                 Ok(())
             }
             WorldEvent::SendAnswer {
@@ -930,99 +909,14 @@ impl Simulation {
                 delivery,
                 answer,
             } => {
-                let mut world = self.world.borrow_mut();
-                let alive =
-                    world.processes[process].up && world.processes[process].incarnation == incarnation;
-                match delivery {
-                    _ if !alive => {
-                        world.record(Happening::AnswerLostInCrash);
-                        if let Some(delivery) = delivery
-                            && answer.is_success()
-                        {
-                            world.success_not_settled(delivery);
-                        }
-                    }
-                    None => world.record(Happening::AnswerWritten),
-                    Some(delivery) if world.webhook_answer_dropped() => {
-                        let lost = Happening::AnswerLost {
-                            answer: answer.clone(),
-                            stream: delivery.stream,
-                        };
-                        world.record_fault("lost-ack", &lost.to_string());
-                        world.record(lost);
-                        if answer.is_success() {
-                            world.success_not_settled(delivery);
-                        }
-                    }
-                    Some(delivery) => {
-                        let at_ms = world.now_ms + world.network_latency_ms();
-                        world.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
-                        world.record(Happening::AnswerSent);
-                    }
-                }
+                self.send_answer(process, incarnation, delivery, answer);
                 Ok(())
             }
             WorldEvent::AnswerArrives { delivery, answer } => {
-                let mut world = self.world.borrow_mut();
-                let now_ms = world.now_ms;
-                let stream = delivery.stream;
-                let mut next_attempt_in_ms = None;
-                match delivery.kind {
-                    DeliveryKind::Copy => {}
-                    DeliveryKind::Extra => world.sender.answer_extra(stream, answer.is_success()),
-                    DeliveryKind::Scheduled => {
-                        let success = answer.is_success();
-                        let next = world.sender.answer(
-                            stream,
-                            delivery.attempt,
-                            success,
-                            &answer.to_string(),
-                            now_ms,
-                        );
-                        if let Some(next_ms) = next {
-                            world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-                            next_attempt_in_ms = Some(next_ms - now_ms);
-                        }
-                        if success && world.sender.stream(stream).state != EventState::Acknowledged {
-                            // The attempt had timed out: the sender retries committed work.
-                            world.success_not_settled(delivery);
-                        }
-                    }
-                }
-                if world.sender.stream(stream).state == EventState::Acknowledged {
-                    world.probes.stream_settled(stream);
-                }
-                let how = match delivery.kind {
-                    DeliveryKind::Scheduled => DeliveryHow::Attempt(delivery.attempt),
-                    DeliveryKind::Copy => DeliveryHow::Copy,
-                    DeliveryKind::Extra => DeliveryHow::Extra(String::new()),
-                };
-                world.record(Happening::SenderGot {
-                    answer,
-                    stream,
-                    attempt: delivery.attempt,
-                    how,
-                    next_attempt_in_ms,
-                });
+                self.answer_arrives(delivery, answer);
                 Ok(())
             }
-            WorldEvent::Restart { process } => {
-                let role = {
-                    let mut world = self.world.borrow_mut();
-                    if world.processes[process].up {
-                        world.record(Happening::RestartSkipped);
-                        return Ok(());
-                    }
-                    world.restart_process(process);
-                    let restarted = world.processes[process].id.clone();
-                    world.record(Happening::Restart { process: restarted });
-                    world.processes[process].role
-                };
-                if role == ProcessRole::RelayWorker {
-                    self.spawn_relay_worker(process)?;
-                }
-                Ok(())
-            }
+            WorldEvent::Restart { process } => self.restart(process),
             WorldEvent::FaultTimer { fault } => {
                 let actions = {
                     let mut world = self.world.borrow_mut();
@@ -1040,36 +934,186 @@ impl Simulation {
                 self.world.borrow_mut().provider_acts(&request);
                 Ok(())
             }
-            WorldEvent::OperatorRequeue => {
-                let Some(process) = self.world.borrow().process_with_role(ProcessRole::Operator) else {
-                    return Ok(());
-                };
-                self.world.borrow_mut().record(Happening::OperatorRequeue);
-                let system = Arc::clone(&self.system);
-                self.spawn(process, TaskKind::Operator, move |env, _| {
-                    system.requeue_dead_obligations(env)
-                })?;
-                Ok(())
+            WorldEvent::OperatorRequeue => self.operator_requeue(),
+            WorldEvent::OperatorRedeliver { round } => self.operator_redeliver(round),
+        }
+    }
+
+    /// The application emits an event: every subscription's stream schedules its first attempt.
+    fn emit(&mut self, event: usize) {
+        let mut world = self.world.borrow_mut();
+        let spec = world.workload.events[event].clone();
+        let streams: Vec<usize> = world.sender.streams_of(event).collect();
+        for &stream in &streams {
+            world.sender.emit(stream);
+            world.schedule_event(spec.deliver_at_ms, WorldEvent::Attempt { stream });
+        }
+        for extra in &spec.extra_deliveries {
+            let reason = extra.reason.clone();
+            world.schedule_event(
+                extra.at_ms,
+                WorldEvent::Extra {
+                    stream: streams[0],
+                    reason,
+                },
+            );
+        }
+        world.record(Happening::Emit {
+            kind: spec.kind,
+            event_id: spec.event_id,
+            account: spec.account,
+            tenant: spec.tenant,
+            order: spec.order,
+            subscriptions: streams.len(),
+        });
+    }
+
+    fn attempt_timed_out(&mut self, stream: usize, attempt: u32) {
+        let mut world = self.world.borrow_mut();
+        let now_ms = world.now_ms;
+        let record = world.sender.stream(stream);
+        let open =
+            record.state == EventState::Delivering && record.attempts == attempt && record.attempt_open;
+        let next_ms = world.sender.time_out(stream, attempt, now_ms);
+        if let Some(next_ms) = next_ms {
+            world.schedule_event(next_ms, WorldEvent::Attempt { stream });
+        }
+        world.record(Happening::AttemptTimedOut {
+            stream,
+            attempt,
+            next_attempt_in_ms: next_ms.map(|next_ms| next_ms - now_ms),
+            settled: !open,
+        });
+    }
+
+    /// A receiver hands its answer to the network; a crash or a lost acknowledgment may keep it
+    /// from the sender.
+    fn send_answer(
+        &mut self,
+        process: usize,
+        incarnation: u32,
+        delivery: Option<DeliveryRef>,
+        answer: Answer,
+    ) {
+        let mut world = self.world.borrow_mut();
+        let alive = world.processes[process].up && world.processes[process].incarnation == incarnation;
+        match delivery {
+            _ if !alive => {
+                world.record(Happening::AnswerLostInCrash);
+                if let Some(delivery) = delivery
+                    && answer.is_success()
+                {
+                    world.success_not_settled(delivery);
+                }
             }
-            WorldEvent::OperatorRedeliver { round } => {
-                let given_up = self.world.borrow().sender.given_up();
-                self.world.borrow_mut().record(Happening::OperatorRedeliver {
-                    streams: given_up.len(),
-                    round,
-                });
-                for stream in given_up.iter().copied() {
-                    self.deliver(stream, 0, DeliveryKind::Extra, "manual redelivery")?;
+            None => world.record(Happening::AnswerWritten),
+            Some(delivery) if world.webhook_answer_dropped() => {
+                let lost = Happening::AnswerLost {
+                    answer: answer.clone(),
+                    stream: delivery.stream,
+                };
+                world.record_fault("lost-ack", &lost.to_string());
+                world.record(lost);
+                if answer.is_success() {
+                    world.success_not_settled(delivery);
                 }
-                // Late deliveries may still fail after this round, so the operator keeps looking
-                // while anything is unsettled (the liveness bound ends it if nothing helps).
-                let mut world = self.world.borrow_mut();
-                if world.sender.unsettled() > 0 {
-                    let at_ms = world.now_ms + OPERATOR_REDELIVERY_INTERVAL_MS;
-                    world.schedule_event(at_ms, WorldEvent::OperatorRedeliver { round: round + 1 });
-                }
-                Ok(())
+            }
+            Some(delivery) => {
+                let at_ms = world.now_ms + world.network_latency_ms();
+                world.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
+                world.record(Happening::AnswerSent);
             }
         }
+    }
+
+    fn answer_arrives(&mut self, delivery: DeliveryRef, answer: Answer) {
+        let mut world = self.world.borrow_mut();
+        let now_ms = world.now_ms;
+        let stream = delivery.stream;
+        let mut next_attempt_in_ms = None;
+        match delivery.kind {
+            DeliveryKind::Copy => {}
+            DeliveryKind::Extra => world.sender.answer_extra(stream, answer.is_success()),
+            DeliveryKind::Scheduled => {
+                let success = answer.is_success();
+                let next =
+                    world
+                        .sender
+                        .answer(stream, delivery.attempt, success, &answer.to_string(), now_ms);
+                if let Some(next_ms) = next {
+                    world.schedule_event(next_ms, WorldEvent::Attempt { stream });
+                    next_attempt_in_ms = Some(next_ms - now_ms);
+                }
+                if success && world.sender.stream(stream).state != EventState::Acknowledged {
+                    // The attempt had timed out: the sender retries committed work.
+                    world.success_not_settled(delivery);
+                }
+            }
+        }
+        if world.sender.stream(stream).state == EventState::Acknowledged {
+            world.probes.stream_settled(stream);
+        }
+        let how = match delivery.kind {
+            DeliveryKind::Scheduled => DeliveryHow::Attempt(delivery.attempt),
+            DeliveryKind::Copy => DeliveryHow::Copy,
+            DeliveryKind::Extra => DeliveryHow::Extra(String::new()),
+        };
+        world.record(Happening::SenderGot {
+            answer,
+            stream,
+            attempt: delivery.attempt,
+            how,
+            next_attempt_in_ms,
+        });
+    }
+
+    fn restart(&mut self, process: usize) -> Result<(), String> {
+        let role = {
+            let mut world = self.world.borrow_mut();
+            if world.processes[process].up {
+                world.record(Happening::RestartSkipped);
+                return Ok(());
+            }
+            world.restart_process(process);
+            let restarted = world.processes[process].id.clone();
+            world.record(Happening::Restart { process: restarted });
+            world.processes[process].role
+        };
+        if role == ProcessRole::RelayWorker {
+            self.spawn_relay_worker(process)?;
+        }
+        Ok(())
+    }
+
+    fn operator_requeue(&mut self) -> Result<(), String> {
+        let Some(process) = self.world.borrow().process_with_role(ProcessRole::Operator) else {
+            return Ok(());
+        };
+        self.world.borrow_mut().record(Happening::OperatorRequeue);
+        let system = Arc::clone(&self.system);
+        self.spawn(process, TaskKind::Operator, move |env, _| {
+            system.requeue_dead_obligations(env)
+        })?;
+        Ok(())
+    }
+
+    fn operator_redeliver(&mut self, round: u32) -> Result<(), String> {
+        let given_up = self.world.borrow().sender.given_up();
+        self.world.borrow_mut().record(Happening::OperatorRedeliver {
+            streams: given_up.len(),
+            round,
+        });
+        for stream in given_up.iter().copied() {
+            self.deliver(stream, 0, DeliveryKind::Extra, "manual redelivery")?;
+        }
+        // Late deliveries may still fail after this round, so the operator keeps looking
+        // while anything is unsettled (the liveness bound ends it if nothing helps).
+        let mut world = self.world.borrow_mut();
+        if world.sender.unsettled() > 0 {
+            let at_ms = world.now_ms + OPERATOR_REDELIVERY_INTERVAL_MS;
+            world.schedule_event(at_ms, WorldEvent::OperatorRedeliver { round: round + 1 });
+        }
+        Ok(())
     }
 
     fn apply_timer_action(&mut self, fault: usize, action: TimerAction) -> Result<(), String> {

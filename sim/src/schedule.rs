@@ -97,15 +97,14 @@ impl Schedule {
     /// within the skew the relay tolerates). Labels are not checked: a line that names nothing is
     /// skipped when the schedule runs. The error names the field (`events[3].subscriptions`).
     pub fn validate(&self, config: &crate::config::SimConfig) -> Result<(), String> {
+        self.validate_fixtures()?;
+        self.validate_events(config)?;
+        self.check_consistency()?;
+        self.validate_steps(config)
+    }
+
+    fn validate_fixtures(&self) -> Result<(), String> {
         use crate::limits::{self, check};
-        let name = |field: String, value: &str| {
-            check(
-                &format!("{field} (its length)"),
-                value.chars().count(),
-                1,
-                limits::NAME_CHARS_MAX,
-            )
-        };
         check(
             "fixtures.accounts (how many)",
             self.fixtures.accounts.len(),
@@ -113,8 +112,8 @@ impl Schedule {
             limits::TENANTS_MAX as usize,
         )?;
         for (index, (account, tenant)) in self.fixtures.accounts.iter().enumerate() {
-            name(format!("fixtures.accounts[{index}][0]"), account)?;
-            name(format!("fixtures.accounts[{index}][1]"), tenant)?;
+            Self::check_name(format!("fixtures.accounts[{index}][0]"), account)?;
+            Self::check_name(format!("fixtures.accounts[{index}][1]"), tenant)?;
         }
         check(
             "fixtures.orders (how many)",
@@ -123,9 +122,14 @@ impl Schedule {
             limits::ORDERS_MAX,
         )?;
         for (index, order) in self.fixtures.orders.iter().enumerate() {
-            name(format!("fixtures.orders[{index}].tenant"), &order.tenant)?;
-            name(format!("fixtures.orders[{index}].order"), &order.order)?;
+            Self::check_name(format!("fixtures.orders[{index}].tenant"), &order.tenant)?;
+            Self::check_name(format!("fixtures.orders[{index}].order"), &order.order)?;
         }
+        Ok(())
+    }
+
+    fn validate_events(&self, config: &crate::config::SimConfig) -> Result<(), String> {
+        use crate::limits::{self, check};
         check("events (how many)", self.events.len(), 0, limits::EVENTS_MAX)?;
         for (index, event) in self.events.iter().enumerate() {
             let field = |part: &str| format!("events[{index}].{part}");
@@ -135,7 +139,7 @@ impl Schedule {
                 ("tenant", &event.tenant),
                 ("order", &event.order),
             ] {
-                name(field(part), value)?;
+                Self::check_name(field(part), value)?;
             }
             // Nothing scheduled after the run's last moment can happen in it.
             let end_ms = config.fault_phase_ms.saturating_add(config.liveness_ms_max);
@@ -187,7 +191,11 @@ impl Schedule {
             0,
             limits::ALL_EXTRA_DELIVERIES_MAX,
         )?;
-        self.check_consistency()?;
+        Ok(())
+    }
+
+    fn validate_steps(&self, config: &crate::config::SimConfig) -> Result<(), String> {
+        use crate::limits::{self, check};
         check(
             "steps (how many)",
             self.steps.len(),
@@ -212,6 +220,16 @@ impl Schedule {
             }
         }
         Ok(())
+    }
+
+    /// Checks that a name from a seed file is neither empty nor longer than names may be.
+    fn check_name(field: String, value: &str) -> Result<(), String> {
+        crate::limits::check(
+            &format!("{field} (its length)"),
+            value.chars().count(),
+            1,
+            crate::limits::NAME_CHARS_MAX,
+        )
     }
 
     /// Checks that the workload is one a sender could produce: accounts are named once, every

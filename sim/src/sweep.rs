@@ -359,6 +359,96 @@ struct Collected {
     coverage: SweepCoverage,
 }
 
+/// What the jobs of one sweep share: the next seed to hand out, the counts, and what was found.
+struct Shared<'a> {
+    options: &'a SweepOptions,
+    limits: &'a SweepLimits,
+    started: Instant,
+    planned: u64,
+    next: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicU64,
+    steps: AtomicU64,
+    budget_spent: AtomicBool,
+    collected: Mutex<Collected>,
+}
+
+impl Shared<'_> {
+    /// The next seed of the shard, or `None` once the shard is done, the time budget is spent
+    /// or the stop flag is raised. The budget and the flag are checked before a seed is taken.
+    fn take_seed(&self) -> Option<u64> {
+        if self
+            .limits
+            .time_budget
+            .is_some_and(|budget| self.started.elapsed() >= budget)
+        {
+            self.budget_spent.store(true, Ordering::Relaxed);
+            return None;
+        }
+        if self.limits.stop.is_raised() {
+            return None;
+        }
+        let position = self.next.fetch_add(1, Ordering::Relaxed);
+        if position >= self.planned {
+            return None;
+        }
+        Some(
+            self.options
+                .first_seed
+                .wrapping_add(self.limits.shard.range_index(position)),
+        )
+    }
+
+    /// Hands a finished seed's failure or error to `on_found` at once, folds the seed into the
+    /// counts, and reports progress.
+    fn finish(
+        &self,
+        result: Result<SeedResult, (u64, String)>,
+        on_progress: &(dyn Fn(&Progress) + Sync),
+        on_found: &(dyn Fn(Found<'_>) + Sync),
+    ) {
+        if let Ok(result) = &result {
+            self.steps.fetch_add(result.outcome.steps, Ordering::Relaxed);
+        }
+        if !matches!(&result, Ok(result) if !result.failed()) {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        match &result {
+            Ok(result) if result.failed() => on_found(Found::Failure(result)),
+            Ok(_) => {}
+            Err((seed, message)) => on_found(Found::Error { seed: *seed, message }),
+        }
+        {
+            let mut collected = self
+                .collected
+                .lock()
+                .expect("no thread panics while holding the results");
+            match result {
+                Ok(result) => {
+                    if self.limits.keep_digests {
+                        collected
+                            .digests
+                            .push((result.outcome.seed, result.outcome.digest.clone()));
+                    }
+                    collected.coverage.add(result.outcome.coverage());
+                    if result.failed() {
+                        collected.failures.push(result);
+                    }
+                }
+                Err(error) => collected.errors.push(error),
+            }
+        }
+        let finished = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        on_progress(&Progress {
+            done: finished,
+            failures: self.failed.load(Ordering::Relaxed),
+            total: self.planned,
+            wall: self.started.elapsed(),
+            time_budget: self.limits.time_budget,
+        });
+    }
+}
+
 /// Runs the seeds of `limits.shard` in order, handing out no new seed once the time budget is
 /// spent or the stop flag is raised. `on_found` is called with each failure or error the moment
 /// its seed finishes, and `on_progress` after each seed, both from any thread.
@@ -374,79 +464,38 @@ pub fn sweep_with_limits(
 ) -> SweepReport {
     let started = Instant::now();
     let planned = limits.shard.seeds_of(options.seeds);
-    let next = AtomicU64::new(0);
-    let done = AtomicU64::new(0);
-    let failed = AtomicU64::new(0);
-    let steps = AtomicU64::new(0);
-    let budget_spent = std::sync::atomic::AtomicBool::new(false);
-    let collected: Mutex<Collected> = Mutex::new(Collected::default());
+    let state = Shared {
+        options,
+        limits,
+        started,
+        planned,
+        next: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        steps: AtomicU64::new(0),
+        budget_spent: AtomicBool::new(false),
+        collected: Mutex::new(Collected::default()),
+    };
     let jobs = options.jobs.max(1).min(planned.max(1) as usize);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
                 crate::db::reusing_databases(|| {
-                    loop {
-                        if limits
-                            .time_budget
-                            .is_some_and(|budget| started.elapsed() >= budget)
-                        {
-                            budget_spent.store(true, Ordering::Relaxed);
-                            break;
-                        }
-                        if limits.stop.is_raised() {
-                            break;
-                        }
-                        let position = next.fetch_add(1, Ordering::Relaxed);
-                        if position >= planned {
-                            break;
-                        }
-                        let seed = options
-                            .first_seed
-                            .wrapping_add(limits.shard.range_index(position));
+                    while let Some(seed) = state.take_seed() {
                         let result = run_one(options, seed, started);
-                        if let Ok(result) = &result {
-                            steps.fetch_add(result.outcome.steps, Ordering::Relaxed);
-                        }
-                        if !matches!(&result, Ok(result) if !result.failed()) {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        match &result {
-                            Ok(result) if result.failed() => on_found(Found::Failure(result)),
-                            Ok(_) => {}
-                            Err((seed, message)) => on_found(Found::Error { seed: *seed, message }),
-                        }
-                        {
-                            let mut collected = collected
-                                .lock()
-                                .expect("no thread panics while holding the results");
-                            match result {
-                                Ok(result) => {
-                                    if limits.keep_digests {
-                                        collected
-                                            .digests
-                                            .push((result.outcome.seed, result.outcome.digest.clone()));
-                                    }
-                                    collected.coverage.add(result.outcome.coverage());
-                                    if result.failed() {
-                                        collected.failures.push(result);
-                                    }
-                                }
-                                Err(error) => collected.errors.push(error),
-                            }
-                        }
-                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        on_progress(&Progress {
-                            done: finished,
-                            failures: failed.load(Ordering::Relaxed),
-                            total: planned,
-                            wall: started.elapsed(),
-                            time_budget: limits.time_budget,
-                        });
+                        state.finish(result, on_progress, on_found);
                     }
                 })
             });
         }
     });
+    let Shared {
+        done,
+        steps,
+        budget_spent,
+        collected,
+        ..
+    } = state;
     let mut collected = collected.into_inner().expect("threads have finished");
     // Sorted by place in the range, which is seed order unless the range wraps past the largest
     // seed (the command line refuses such ranges).

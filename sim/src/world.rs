@@ -889,6 +889,42 @@ impl World {
     /// the task. The provider acts now, later (when slow), or not at all (when failing or busy).
     pub fn send_provider_call(&mut self, task: TaskId, call: &ProviderCall) -> i64 {
         let now_ms = self.now_ms;
+        let key = self.note_provider_call(task, call);
+        let request = call.request.clone();
+        let provider_faults = match self.choose(DecisionKind::Provider, |world| {
+            let drawn = faults::provider_faults(&mut world.faults, now_ms, &request);
+            (drawn != faults::ProviderFaults::default()).then_some(Decision::Provider(drawn))
+        }) {
+            Some(Decision::Provider(faults)) => faults,
+            _ => faults::ProviderFaults::default(),
+        };
+        if let Some(reply_at_ms) = self.scripted_rejection(task, call, &key) {
+            return reply_at_ms;
+        }
+        let send = matches!(&call.request, ProviderRequest::Send { .. });
+        let (mut reply_at_ms, mut reply, outcome) = self.provider_reply(call, &key, provider_faults);
+        let reply_lost = self.provider_reply_lost(now_ms) && reply.is_ok();
+        if reply_lost {
+            self.record_fault("lost-ack", &format!("provider reply for key {key} lost"));
+            reply = Err(CallError::Timeout);
+            reply_at_ms = now_ms + call.timeout_ms;
+        }
+        self.record(Happening::Call {
+            send,
+            key,
+            outcome,
+            reply_lost,
+        });
+        self.tasks
+            .get_mut(&task)
+            .expect("a calling task is registered")
+            .reply = Some(reply);
+        reply_at_ms
+    }
+
+    /// Records the request for the invariants and marks the task as waiting on it; returns the
+    /// request's idempotency key.
+    fn note_provider_call(&mut self, task: TaskId, call: &ProviderCall) -> String {
         let key = call.request.idempotency_key().to_owned();
         let (process_id, connection) = {
             let state = &self.tasks[&task];
@@ -913,42 +949,46 @@ impl World {
             key: key.clone(),
             operation: operation.map(|payload| payload.operation_key()),
         });
+        key
+    }
 
-        let request = call.request.clone();
-        let provider_faults = match self.choose(DecisionKind::Provider, |world| {
-            let drawn = faults::provider_faults(&mut world.faults, now_ms, &request);
-            (drawn != faults::ProviderFaults::default()).then_some(Decision::Provider(drawn))
-        }) {
-            Some(Decision::Provider(faults)) => faults,
-            _ => faults::ProviderFaults::default(),
-        };
-        if let Some(scripted) = &mut self.scripted
-            && scripted.provider_sends_to_reject > 0
-            && matches!(call.request, ProviderRequest::Send { .. })
-        {
-            scripted.provider_sends_to_reject -= 1;
-            let reason = "account suspended".to_owned();
-            let reply = Ok(ProviderReply::Rejected { status: 400, reason });
-            self.record(Happening::Call {
-                send: true,
-                key: key.clone(),
-                outcome: CallOutcome::Replied(
-                    reply.clone().map_err(|error: CallError| call_error_text(&error)),
-                ),
-                reply_lost: false,
-            });
-            self.tasks
-                .get_mut(&task)
-                .expect("a calling task is registered")
-                .reply = Some(reply);
-            return now_ms + 1;
+    /// In a scripted run, the provider rejects as many sends as the script asks for, at once;
+    /// returns when the rejection reaches the task.
+    fn scripted_rejection(&mut self, task: TaskId, call: &ProviderCall, key: &str) -> Option<i64> {
+        let scripted = self.scripted.as_mut()?;
+        if scripted.provider_sends_to_reject == 0 || !matches!(call.request, ProviderRequest::Send { .. }) {
+            return None;
         }
-        let send = matches!(&call.request, ProviderRequest::Send { .. });
-        let (reply_at_ms, mut reply, outcome) = match provider_faults.act_after_ms {
+        scripted.provider_sends_to_reject -= 1;
+        let reason = "account suspended".to_owned();
+        let reply = Ok(ProviderReply::Rejected { status: 400, reason });
+        self.record(Happening::Call {
+            send: true,
+            key: key.to_owned(),
+            outcome: CallOutcome::Replied(reply.clone().map_err(|error: CallError| call_error_text(&error))),
+            reply_lost: false,
+        });
+        self.tasks
+            .get_mut(&task)
+            .expect("a calling task is registered")
+            .reply = Some(reply);
+        Some(self.now_ms + 1)
+    }
+
+    /// What the provider does with the call and when its reply (or the caller's timeout) reaches
+    /// the caller: it acts now, or, when slow past the caller's timeout, later.
+    fn provider_reply(
+        &mut self,
+        call: &ProviderCall,
+        key: &str,
+        provider_faults: faults::ProviderFaults,
+    ) -> (i64, Result<ProviderReply, CallError>, CallOutcome) {
+        let now_ms = self.now_ms;
+        match provider_faults.act_after_ms {
             // The provider works on it past the caller's timeout and acts afterwards; a shorter
             // delay is ordinary latency and takes the ordinary path.
-            Some(act_after_ms) if act_after_ms >= call.timeout_ms && !self.provider.is_busy(&key, now_ms) => {
-                self.provider.begin_processing(&key);
+            Some(act_after_ms) if act_after_ms >= call.timeout_ms && !self.provider.is_busy(key, now_ms) => {
+                self.provider.begin_processing(key);
                 self.schedule_event(
                     now_ms + act_after_ms,
                     WorldEvent::ProviderActs {
@@ -981,7 +1021,12 @@ impl World {
                     (now_ms + latency_ms, handled, outcome)
                 }
             }
-        };
+        }
+    }
+
+    /// Whether the provider's reply is lost on its way back (a fault model's choice, or the
+    /// script's).
+    fn provider_reply_lost(&mut self, now_ms: i64) -> bool {
         let mut lost = self
             .choose(DecisionKind::LoseReply, |world| {
                 let mut lost = false;
@@ -997,24 +1042,7 @@ impl World {
             scripted.provider_replies_to_drop -= 1;
             lost = true;
         }
-        let mut reply_at_ms = reply_at_ms;
-        let reply_lost = lost && reply.is_ok();
-        if reply_lost {
-            self.record_fault("lost-ack", &format!("provider reply for key {key} lost"));
-            reply = Err(CallError::Timeout);
-            reply_at_ms = now_ms + call.timeout_ms;
-        }
-        self.record(Happening::Call {
-            send,
-            key,
-            outcome,
-            reply_lost,
-        });
-        self.tasks
-            .get_mut(&task)
-            .expect("a calling task is registered")
-            .reply = Some(reply);
-        reply_at_ms
+        lost
     }
 
     /// Runs one request through the provider model now, recording effects and expiries.
