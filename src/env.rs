@@ -175,3 +175,24 @@ pub fn text(value: &str) -> Value {
 pub fn int(value: i64) -> Value {
     Value::Integer(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DbError;
+
+    #[test]
+    fn only_failures_from_outside_the_statement_are_transient() {
+        let transient = [DbError::Busy, DbError::Full, DbError::Io("disk".to_owned())];
+        let permanent = [
+            DbError::Constraint("unique".to_owned()),
+            DbError::Other("syntax".to_owned()),
+        ];
+        for error in &transient {
+            assert!(error.is_transient(), "{error} is worth a retry");
+        }
+        for error in &permanent {
+            assert!(!error.is_transient(), "{error} fails the same way again");
+        }
+        assert!(DbError::Busy.is_busy() && !DbError::Full.is_busy());
+    }
+}

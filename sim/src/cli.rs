@@ -251,7 +251,6 @@ macro_rules! say {
     ($($argument:tt)*) => { say(format_args!($($argument)*)) };
 }
 
-/// Runs the program and returns its exit code.
 /// Tells glibc's allocator to keep memory it frees rather than hand it back to the system at once.
 /// SQLite's page caches free and reallocate pages all the time; by default glibc then trims each
 /// thread's heap with `madvise` and the next pages fault in again, five times per seed, and the
@@ -261,20 +260,16 @@ macro_rules! say {
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        /// `M_TRIM_THRESHOLD` in glibc's `malloc.h`.
-        const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
         const KEPT_BYTES: std::ffi::c_int = 256 * 1024 * 1024;
-        unsafe extern "C" {
-            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
-        }
         // SAFETY: mallopt only changes a tuning parameter of glibc's allocator, which is safe at
         // any time; this runs first thing in the command, before any thread starts.
         unsafe {
-            mallopt(M_TRIM_THRESHOLD, KEPT_BYTES);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT_BYTES);
         }
     }
 }
 
+/// Runs the program and returns its exit code.
 pub fn main() -> i32 {
     keep_freed_memory();
     let cli = match Cli::try_parse() {

@@ -458,10 +458,6 @@ impl Database {
         self.store.backend
     }
 
-    pub fn observed_table(&self, index: usize) -> &str {
-        &self.store.observed_tables[index]
-    }
-
     /// The connection the system sets up its schema and fixtures on, before any process runs.
     pub fn setup_connection(&self) -> &Connection {
         &self.store.anchor

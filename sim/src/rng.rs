@@ -108,10 +108,6 @@ impl Ratio {
             denominator,
         }
     }
-
-    pub fn is_never(self) -> bool {
-        self.numerator == 0
-    }
 }
 
 impl std::fmt::Display for Ratio {

@@ -112,11 +112,6 @@ impl SenderPreset {
             SenderPreset::GitHub => 10 * SECOND_MS,
         }
     }
-
-    /// Whether failed deliveries are redelivered by hand after an incident.
-    pub fn relies_on_manual_redelivery(self) -> bool {
-        self == SenderPreset::GitHub
-    }
 }
 
 /// Where one stream stands with the sender.

@@ -153,11 +153,6 @@ impl DbView {
             .count()
     }
 
-    /// Number of receipts currently stored.
-    pub fn receipt_count(&self) -> usize {
-        self.receipts_by_event.values().map(BTreeSet::len).sum()
-    }
-
     fn refs<'a>(&'a self, places: Option<&'a BTreeSet<RowRef>>) -> impl Iterator<Item = &'a ObservedRow> {
         places
             .into_iter()

@@ -220,11 +220,6 @@ impl PendingOp {
             _ => None,
         }
     }
-
-    /// Whether the task is about to run a statement with this verb.
-    pub fn is_sql(&self, verb: &Verb) -> bool {
-        self.statement().is_some_and(|statement| statement.verb == *verb)
-    }
 }
 
 /// Where a fault model may act: a process about to do something, at a moment of virtual time.

@@ -1,4 +1,4 @@
-//! S7: an obligation's outcome is recorded only by the holder of its current lease, and a done
+//! An obligation's outcome is recorded only by the holder of its current lease, and a done
 //! obligation never changes again.
 //!
 //! The holder of a lease token is the process that committed the token (see

@@ -1,4 +1,4 @@
-//! S9: deduplication is scoped to the account: events with distinct `(account, event_id)` are
+//! Deduplication is scoped to the account: events with distinct `(account, event_id)` are
 //! never collapsed.
 //!
 //! Event ids are unique only within an account (Stripe Connect, Adyen), so two accounts may both

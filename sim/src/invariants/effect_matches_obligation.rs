@@ -1,4 +1,4 @@
-//! S2 and S6: every effect traces to a committed obligation and carries its persisted payload.
+//! Every effect traces to a committed obligation and carries its persisted payload.
 //!
 //! An effect whose operation has no committed obligation was caused by something that never
 //! committed; an effect whose payload differs from the persisted one means the relay rebuilt or

@@ -1,4 +1,4 @@
-//! L1: after heal, every event the receiver could apply was processed.
+//! After heal, every event the receiver could apply was processed.
 //!
 //! The faults of the fault phase leave the sender enough of its schedule to redeliver (and
 //! operators redeliver by hand for senders that do not retry), so an event whose receipt never

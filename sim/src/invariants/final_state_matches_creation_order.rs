@@ -1,4 +1,4 @@
-//! L6: the final state of every order is the one its events give in creation order, whatever the
+//! The final state of every order is the one its events give in creation order, whatever the
 //! order (and number) of arrival.
 //!
 //! Refunds before payments, cancellations, and amount updates that overtake each other must all

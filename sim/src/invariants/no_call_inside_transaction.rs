@@ -1,4 +1,4 @@
-//! S11: no process calls the provider while holding a write transaction open.
+//! No process calls the provider while holding a write transaction open.
 //!
 //! A call inside the transaction holds SQLite's single write lock for the whole network round
 //! trip, and worse, the effect happens whether or not the transaction then commits: a rollback

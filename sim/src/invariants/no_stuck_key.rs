@@ -1,4 +1,4 @@
-//! L5: after heal, no key is stuck at the provider.
+//! After heal, no key is stuck at the provider.
 //!
 //! A key permanently in progress means a request the provider never finished; together with
 //! `outbox-drains` (every obligation done or dead) this says every key that hit a 409, a cached

@@ -1,4 +1,4 @@
-//! S12: an obligation leaves the owed state only with an effect or a recorded reason.
+//! An obligation leaves the owed state only with an effect or a recorded reason.
 //!
 //! Marking an obligation done before the provider confirmed an effect, deleting it while owed,
 //! or burying it without saying why all drop owed work silently.

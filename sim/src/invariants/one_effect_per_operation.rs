@@ -1,4 +1,4 @@
-//! S1: at most one effect per business operation, across key expiry and key changes.
+//! At most one effect per business operation, across key expiry and key changes.
 //!
 //! Counted on the provider's ledger by the operation the payload names, not by idempotency key,
 //! so a relay that changes keys cannot hide a second shipment.

@@ -1,4 +1,4 @@
-//! S9: two deliveries of one event never yield two receipts.
+//! Two deliveries of one event never yield two receipts.
 //!
 //! Receipts deduplicate by `(account, event_id)`; a second receipt for the same pair means the
 //! deduplication key was wrong (the delivery attempt instead of the event) or not enforced (a

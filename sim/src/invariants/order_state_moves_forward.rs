@@ -1,4 +1,4 @@
-//! S4: an order's state only moves along allowed edges and terminal states are sticky.
+//! An order's state only moves along allowed edges and terminal states are sticky.
 //!
 //! `awaiting_payment -> paid | refunded | cancelled`, `paid -> refunded`; a refunded or cancelled
 //! order never becomes paid again, whatever arrives late.

@@ -1,4 +1,4 @@
-//! L3: after heal, no obligation is left owed.
+//! After heal, no obligation is left owed.
 //!
 //! Every obligation must reach done or dead once faults stop; one still owed at quiescence is
 //! stuck (a lease never released, a retry never scheduled, a worker that stopped polling).

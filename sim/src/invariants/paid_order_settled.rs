@@ -1,7 +1,7 @@
-//! L2: after heal, every paid order (and every refunded order that was owed a shipment) has
+//! After heal, every paid order (and every refunded order that was owed a shipment) has
 //! exactly one effect, or a dead obligation with a reason.
 //!
-//! Together with S1 this is "effectively once": the work owed for a payment happened once, or an
+//! Together with `one-effect-per-operation` this is "effectively once": the work owed for a payment happened once, or an
 //! operator was told why it could not.
 
 use super::{Invariant, InvariantKind, Observation, fulfillment_of};

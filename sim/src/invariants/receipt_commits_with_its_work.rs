@@ -1,4 +1,4 @@
-//! S3: a receipt and the work it stands for commit together, in both directions.
+//! A receipt and the work it stands for commit together, in both directions.
 //!
 //! For every committed receipt of a payment event, the order must have left `awaiting_payment`
 //! and, if it was paid, its fulfillment obligation must exist; a receipt for an event the receiver

@@ -1,4 +1,4 @@
-//! S6: every request sent to the provider carries a committed obligation's persisted payload.
+//! Every request sent to the provider carries a committed obligation's persisted payload.
 //!
 //! A relay that rebuilds the payload from mutable data sends a different request under the same
 //! key (a provider answers 422, or, worse, silently replays the old result), and a request for an

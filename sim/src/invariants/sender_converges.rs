@@ -1,4 +1,4 @@
-//! L4: after heal, the sender converges: every delivery of an applicable event was acknowledged.
+//! After heal, the sender converges: every delivery of an applicable event was acknowledged.
 //!
 //! A duplicate, a reordered or a late delivery must eventually be answered 2xx, not left in a
 //! 4xx/5xx loop until the sender gives up (a receiver that answers "retry later" until a

@@ -1,4 +1,4 @@
-//! S5: a success answer to the sender is backed by a committed receipt.
+//! A success answer to the sender is backed by a committed receipt.
 //!
 //! Once the sender sees 2xx it never redelivers, so a success given before the commit (or for a
 //! transaction that then failed) loses the event for good.
