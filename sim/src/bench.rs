@@ -464,8 +464,8 @@ mod tests {
                 let outcome = simulation.run().unwrap();
                 let simulated = {
                     let mut world = simulation.world.borrow_mut();
-                    world.db.close_all();
-                    dump_tables(world.db.setup_connection()).unwrap()
+                    world.database_mut().close_all();
+                    dump_tables(world.database_mut().setup_connection()).unwrap()
                 };
                 let recorded = outcome.sql.as_ref().expect("recorded");
                 for op in &recorded.ops {

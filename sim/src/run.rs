@@ -19,26 +19,22 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use commitgap::env::{Env, LocalBoxFuture};
-use commitgap::receiver::Answer;
 use commitgap::receiver::WebhookDelivery;
 use serde::{Deserialize, Serialize};
 
 use crate::config::SimConfig;
-use crate::coverage::Situation;
 use crate::db::{Backend, Database};
-use crate::decision::{Decision, DecisionKind};
-use crate::faults::{self, Attack, FaultModel, PointAction, ProcessRole, StatementFailure, TimerAction};
-use crate::invariants::{self, CommitRecord, Invariant, InvariantKind, Observation, StepRecord};
+use crate::faults::{self, FaultModel, PointAction, ProcessRole, TimerAction};
+use crate::invariants::{self, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
-use crate::sender::EventState;
 use crate::sim_env::SimEnv;
-use crate::system::{ObservedRow, OrderStatus, System};
+use crate::system::System;
+use crate::trace::Happening;
 use crate::trace::format_time_ms;
-use crate::trace::{Actor, Arrival, DeliveryHow, Happening, Observed};
 use crate::workload::Workload;
 use crate::world::{
-    DeliveryKind, DeliveryRef, Item, Origin, Process, Route, TaskId, TaskKind, World, WorldEvent,
+    Arrived, DeliveryKind, DeliveryRef, Finished, Item, Origin, Process, TaskId, TaskKind, World, WorldEvent,
 };
 
 /// How to run a seed.
@@ -213,7 +209,7 @@ pub(crate) fn prepare(
     let simulation = Simulation::new(Arc::clone(system), seed, config, workload, setup)?;
     if options.record_sql {
         // After set-up, which a replay repeats through the system itself.
-        simulation.world.borrow_mut().db.record_sql();
+        simulation.world.borrow_mut().record_sql();
     }
     Ok(simulation)
 }
@@ -312,22 +308,7 @@ impl Simulation {
         for (fault, events) in reshaped {
             world.record_reshaping(fault, events);
         }
-        let diffs = world
-            .view
-            .apply(&*system, &world.observed_tables, setup_changes)?;
-        let setup = Happening::Setup {
-            system: system.name().to_owned(),
-            seed,
-            rows: diffs.len(),
-            accounts: world.workload.fixtures.accounts.len(),
-            orders: world.workload.fixtures.orders.len(),
-            events: world.workload.events.len(),
-            streams: world.sender.streams().len(),
-            receivers: world.config.receivers,
-            relay_workers: world.config.relay_workers,
-            sender: world.config.sender_preset.name(),
-        };
-        world.trace.push(0, 0, Actor::World, setup);
+        world.record_setup(&*system, seed, setup_changes)?;
         Ok(Simulation {
             world: Rc::new(RefCell::new(world)),
             futures: BTreeMap::new(),
@@ -361,39 +342,26 @@ impl Simulation {
 
     /// Starts the relay workers, schedules every event's creation and the fault models' timers.
     pub(crate) fn start(&mut self) -> Result<(), String> {
-        let relays: Vec<usize> = {
-            let world = self.world.borrow();
-            (0..world.processes.len())
-                .filter(|&index| world.processes[index].role == ProcessRole::RelayWorker)
-                .collect()
-        };
+        let relays = self.world.borrow().processes_with_role(ProcessRole::RelayWorker);
         for process in relays {
             self.spawn_relay_worker(process)?;
         }
-        let mut world = self.world.borrow_mut();
-        if !self.scripted {
-            for (index, event) in world.workload.events.clone().iter().enumerate() {
-                world.schedule_event(event.created_ms, WorldEvent::Emit { event: index });
-            }
-        }
-        for index in 0..world.faults.len() {
-            let actions = world.faults[index].start(0);
-            for action in actions {
-                world.schedule_fault_action(index, action);
-            }
-        }
+        self.world.borrow_mut().schedule_start(!self.scripted);
         Ok(())
     }
 
     fn fault_phase(&mut self) -> Result<Option<Failure>, String> {
         let (end_ms, steps_max) = {
             let world = self.world.borrow();
-            (world.config.fault_phase_ms, world.config.fault_phase_steps_max)
+            (
+                world.config().fault_phase_ms,
+                world.config().fault_phase_steps_max,
+            )
         };
         loop {
             {
                 let world = self.world.borrow();
-                if world.now_ms >= end_ms || world.step >= steps_max {
+                if world.now_ms() >= end_ms || world.step() >= steps_max {
                     return Ok(None);
                 }
             }
@@ -408,46 +376,7 @@ impl Simulation {
     /// Stops every fault model, restarts every crashed process, sets every clock right, and has
     /// the operator clean up after the incident.
     pub(crate) fn heal(&mut self) {
-        let mut world = self.world.borrow_mut();
-        world.healed = true;
-        let now_ms = world.now_ms;
-        for index in 0..world.faults.len() {
-            for action in world.faults[index].heal(now_ms) {
-                world.schedule_fault_action(index, action);
-            }
-        }
-        // Setting a clock right is a clock jump too, for every task that read the wrong time.
-        let skewed: Vec<usize> = (0..world.processes.len())
-            .filter(|&index| world.processes[index].clock_offset_ms != 0)
-            .collect();
-        for state in world.tasks.values_mut() {
-            if skewed.contains(&state.process) {
-                state.disturbed = true;
-            }
-        }
-        for process in world.processes.iter_mut() {
-            process.clock_offset_ms = 0;
-        }
-        world.sender_clock_offset_ms = 0;
-        let now_ms = world.now_ms;
-        let down: Vec<usize> = (0..world.processes.len())
-            .filter(|&index| !world.processes[index].up)
-            .collect();
-        for &process in &down {
-            world.schedule_event(now_ms, WorldEvent::Restart { process });
-        }
-        world.schedule_event(now_ms + OPERATOR_DELAY_MS, WorldEvent::OperatorRequeue);
-        if !world.sender.streams().is_empty() {
-            world.schedule_event(
-                now_ms + OPERATOR_DELAY_MS,
-                WorldEvent::OperatorRedeliver { round: 1 },
-            );
-        }
-        let step = world.step;
-        let heal = Happening::Heal {
-            restarting: down.len(),
-        };
-        world.trace.push(step, now_ms, Actor::World, heal);
+        self.world.borrow_mut().heal();
     }
 
     /// Runs until the world is quiet (or nothing more can happen), or until the liveness bound,
@@ -456,8 +385,8 @@ impl Simulation {
         let (end_ms, steps_max) = {
             let world = self.world.borrow();
             (
-                world.now_ms.saturating_add(world.config.liveness_ms_max),
-                world.step.saturating_add(world.config.liveness_steps_max),
+                world.now_ms().saturating_add(world.config().liveness_ms_max),
+                world.step().saturating_add(world.config().liveness_steps_max),
             )
         };
         loop {
@@ -466,18 +395,18 @@ impl Simulation {
                 if world.is_quiescent() {
                     return Ok(LivenessEnd::Settled);
                 }
-                if world.now_ms >= end_ms || world.step >= steps_max {
-                    let bound = if world.step >= steps_max {
-                        format!("{} steps after heal", world.config.liveness_steps_max)
+                if world.now_ms() >= end_ms || world.step() >= steps_max {
+                    let bound = if world.step() >= steps_max {
+                        format!("{} steps after heal", world.config().liveness_steps_max)
                     } else {
                         format!(
                             "{} of virtual time after heal",
-                            crate::trace::format_duration_ms(world.config.liveness_ms_max)
+                            crate::trace::format_duration_ms(world.config().liveness_ms_max)
                         )
                     };
                     return Ok(LivenessEnd::Unsettled(Unsettled {
-                        step: world.step,
-                        time_ms: world.now_ms,
+                        step: world.step(),
+                        time_ms: world.now_ms(),
                         bound,
                         pending: world.pending_work(),
                     }));
@@ -514,15 +443,7 @@ impl Simulation {
 
     /// Runs one step for `item`, which the caller has taken off the ready queue.
     pub(crate) fn run_item(&mut self, item: Item) -> Result<StepOutcome, String> {
-        {
-            let mut world = self.world.borrow_mut();
-            let world = &mut *world;
-            world.step += 1;
-            // The actor is named before the step runs: a crash in it renames the process.
-            let actor = world.actor_of(item);
-            world.trace.begin(world.step, world.now_ms, actor);
-            world.record_forgotten_keys();
-        }
+        self.world.borrow_mut().begin_step_of(item);
         let outcome = if self.fault_at(item)? {
             Ok(())
         } else {
@@ -536,13 +457,7 @@ impl Simulation {
 
     /// Crashes `process` now, as a step of its own (scenarios use this).
     pub(crate) fn crash_now(&mut self, process: usize, restart_after_ms: i64) -> Result<StepOutcome, String> {
-        {
-            let mut world = self.world.borrow_mut();
-            let world = &mut *world;
-            world.step += 1;
-            let actor = Actor::Process(world.processes[process].id.clone());
-            world.trace.begin(world.step, world.now_ms, actor);
-        }
+        self.world.borrow_mut().begin_step_as(process);
         self.crash(process, restart_after_ms, "crash");
         self.finish_step()
     }
@@ -573,18 +488,22 @@ impl Simulation {
                 Ok(true)
             }
             (PointAction::Pause { duration_ms }, Item::Task(task)) => {
-                Ok(self.pause(process, task, duration_ms, fault))
+                Ok(self.world.borrow_mut().pause(process, task, duration_ms, fault))
             }
             (PointAction::FailStatement { failure, rolled_back }, Item::Task(task)) => {
                 // Only a statement can fail; a decision for anything else (an edited schedule's)
                 // no longer applies.
                 if op.statement().is_some() {
-                    self.fail_next_statement(process, task, failure, rolled_back, fault);
+                    self.world
+                        .borrow_mut()
+                        .fail_next_statement(process, task, failure, rolled_back, fault);
                 }
                 Ok(false)
             }
             (PointAction::ClockJump { offset_ms }, _) => {
-                self.jump_clock(process, item, offset_ms, fault);
+                self.world
+                    .borrow_mut()
+                    .jump_clock(process, item, offset_ms, fault);
                 Ok(false)
             }
             // An answer on the wire belongs to no task: it can be lost with a crash, but not
@@ -593,93 +512,9 @@ impl Simulation {
         }
     }
 
-    /// Holds `task` of `process` for `duration_ms` (within what its stall allowance leaves).
-    /// Returns whether it was held.
-    fn pause(&mut self, process: usize, task: TaskId, duration_ms: i64, fault: &str) -> bool {
-        let mut world = self.world.borrow_mut();
-        let duration_ms = match world.stall_room_ms(task) {
-            Some(0) => return false,
-            Some(room_ms) => duration_ms.min(room_ms),
-            None => duration_ms,
-        };
-        world.pause_task(task, duration_ms);
-        let pause = Happening::Pause {
-            process: world.processes[process].id.clone(),
-            duration_ms,
-        };
-        world.record_fault(fault, &pause.to_string());
-        world.record(pause);
-        true
-    }
-
-    /// Makes the statement `task` is about to run fail with `failure`.
-    fn fail_next_statement(
-        &mut self,
-        process: usize,
-        task: TaskId,
-        failure: StatementFailure,
-        rolled_back: bool,
-        fault: &str,
-    ) {
-        let mut world = self.world.borrow_mut();
-        world
-            .tasks
-            .get_mut(&task)
-            .expect("a ready task is registered")
-            .inject_failure = Some((failure, rolled_back));
-        let what = format!(
-            "{} injected into {}{}",
-            failure.error(),
-            world.processes[process].id,
-            if rolled_back {
-                ", transaction rolled back"
-            } else {
-                ""
-            }
-        );
-        world.record_fault(fault, &what);
-    }
-
-    /// Sets the clock of `process` `offset_ms` from true time.
-    fn jump_clock(&mut self, process: usize, item: Item, offset_ms: i64, fault: &str) {
-        let mut world = self.world.borrow_mut();
-        world.processes[process].clock_offset_ms = offset_ms;
-        if let Item::Task(task) = item {
-            world
-                .tasks
-                .get_mut(&task)
-                .expect("a ready task is registered")
-                .disturbed = true;
-        }
-        let jump = Happening::ClockSet {
-            process: world.processes[process].id.clone(),
-            offset_ms,
-        };
-        world.record_fault(fault, &jump.to_string());
-        world.record(jump);
-    }
-
-    /// Crashes `process`, as fault model `fault` (or a scenario) decided.
+    /// Crashes `process`, as fault model `fault` (or a scenario) decided; its tasks' futures go.
     pub(crate) fn crash(&mut self, process: usize, restart_after_ms: i64, fault: &str) {
-        let tasks = {
-            let mut world = self.world.borrow_mut();
-            let process_id = world.processes[process].id.clone();
-            let (tasks, open_transactions) = world.crash_process(process);
-            if open_transactions > 0 {
-                world.probes.reach(Situation::CrashInsideTransaction);
-            }
-            let restart_at_ms = world.now_ms + if world.healed { 0 } else { restart_after_ms };
-            world.schedule_event(restart_at_ms, WorldEvent::Restart { process });
-            let crash = Happening::Crash {
-                process: process_id,
-                tasks: tasks.len(),
-                open_transactions,
-                restart_in_ms: restart_at_ms - world.now_ms,
-            };
-            world.record_fault(fault, &crash.to_string());
-            world.record(crash);
-            tasks
-        };
+        let tasks = self.world.borrow_mut().crash(process, restart_after_ms, fault);
         for task in tasks {
             self.futures.remove(&task);
         }
@@ -692,12 +527,6 @@ impl Simulation {
         match poll {
             Poll::Ready(()) => world.finish_task(task),
             Poll::Pending => {
-                // The task ran, so whatever stalled it before is over (see `stall_room_ms`).
-                world
-                    .tasks
-                    .get_mut(&task)
-                    .expect("a pending task is registered")
-                    .stalled_ms = 0;
                 world.schedule_parked(task)?;
                 drop(world);
                 self.futures.insert(task, future);
@@ -721,7 +550,7 @@ impl Simulation {
     }
 
     fn spawn_relay_worker(&mut self, process: usize) -> Result<(), String> {
-        let settings = self.world.borrow().config.relay.clone();
+        let settings = self.world.borrow().config().relay.clone();
         let system = Arc::clone(&self.system);
         self.spawn(process, TaskKind::RelayWorker, move |env, _| {
             system.run_relay_worker(env, settings)
@@ -768,39 +597,6 @@ impl Simulation {
                 }
             })
         })
-    }
-
-    /// The webhook the sender delivers for `stream` now: signed with the endpoint's current
-    /// secret and stamped with the sender's clock, which a fault may have set wrong.
-    pub(crate) fn webhook_for(&self, stream: usize) -> (WebhookDelivery, String, String, Origin) {
-        self.webhook_made_for(stream, true)
-    }
-
-    /// [`Simulation::webhook_for`], signed or with an empty signature.
-    fn webhook_made_for(&self, stream: usize, signed: bool) -> (WebhookDelivery, String, String, Origin) {
-        let world = self.world.borrow();
-        let record = world.sender.stream(stream);
-        let event = &world.workload.events[record.event];
-        let timestamp_s = (world.now_ms + world.sender_clock_offset_ms).div_euclid(1_000);
-        let webhook_id = format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription);
-        let body = event.body().into_bytes();
-        let webhook = if signed {
-            crate::signing::signed_delivery(
-                &event.account,
-                &webhook_id,
-                timestamp_s,
-                body,
-                crate::signing::CURRENT_GENERATION,
-            )
-        } else {
-            crate::signing::unsigned_delivery(&event.account, &webhook_id, timestamp_s, body)
-        };
-        (
-            webhook,
-            event.account.clone(),
-            event.event_id.clone(),
-            Origin::Sender { timestamp_s },
-        )
     }
 
     /// Opens the run's database: a copy of the image kept from an earlier run of the same set-up
@@ -883,11 +679,8 @@ impl Simulation {
     fn handle_event(&mut self, event: crate::world::EventId) -> Result<(), String> {
         let event = self.world.borrow_mut().take_event(event);
         match event {
-            WorldEvent::Emit { event } => {
-                self.emit(event);
-                Ok(())
-            }
-            WorldEvent::Attempt { stream } => self.attempt(stream),
+            WorldEvent::Emit { event } => self.world.borrow_mut().emit(event),
+            WorldEvent::Attempt { stream } => return self.attempt(stream),
             WorldEvent::Extra { stream, reason } => {
                 self.world.borrow_mut().record_fault(
                     if reason.contains("resend") {
@@ -897,11 +690,10 @@ impl Simulation {
                     },
                     &format!("{reason} of stream {stream}"),
                 );
-                self.deliver(stream, 0, DeliveryKind::Extra, &reason)
+                return self.deliver(stream, 0, DeliveryKind::Extra, &reason);
             }
             WorldEvent::AttemptTimeout { stream, attempt } => {
-                self.attempt_timed_out(stream, attempt);
-                Ok(())
+                self.world.borrow_mut().attempt_timed_out(stream, attempt);
             }
             WorldEvent::SendAnswer {
                 process,
@@ -909,178 +701,35 @@ impl Simulation {
                 delivery,
                 answer,
             } => {
-                self.send_answer(process, incarnation, delivery, answer);
-                Ok(())
+                self.world
+                    .borrow_mut()
+                    .send_answer(process, incarnation, delivery, answer);
             }
             WorldEvent::AnswerArrives { delivery, answer } => {
-                self.answer_arrives(delivery, answer);
-                Ok(())
+                self.world.borrow_mut().answer_arrives(delivery, answer);
             }
-            WorldEvent::Restart { process } => self.restart(process),
+            WorldEvent::Restart { process } => {
+                let restarted = self.world.borrow_mut().restart(process);
+                if restarted == Some(ProcessRole::RelayWorker) {
+                    self.spawn_relay_worker(process)?;
+                }
+            }
             WorldEvent::FaultTimer { fault } => {
-                let actions = {
-                    let mut world = self.world.borrow_mut();
-                    world.record(Happening::FaultTimer);
-                    let now_ms = world.now_ms;
-                    world.faults[fault].on_timer(now_ms)
-                };
+                let actions = self.world.borrow_mut().fault_timer(fault);
                 for action in actions {
                     self.apply_timer_action(fault, action)?;
                 }
-                Ok(())
             }
-            WorldEvent::FaultActs { fault, action } => self.apply_timer_action(fault, action),
-            WorldEvent::ProviderActs { request } => {
-                self.world.borrow_mut().provider_acts(&request);
-                Ok(())
-            }
-            WorldEvent::OperatorRequeue => self.operator_requeue(),
-            WorldEvent::OperatorRedeliver { round } => self.operator_redeliver(round),
-        }
-    }
-
-    /// The application emits an event: every subscription's stream schedules its first attempt.
-    fn emit(&mut self, event: usize) {
-        let mut world = self.world.borrow_mut();
-        let spec = world.workload.events[event].clone();
-        let streams: Vec<usize> = world.sender.streams_of(event).collect();
-        for &stream in &streams {
-            world.sender.emit(stream);
-            world.schedule_event(spec.deliver_at_ms, WorldEvent::Attempt { stream });
-        }
-        for extra in &spec.extra_deliveries {
-            let reason = extra.reason.clone();
-            world.schedule_event(
-                extra.at_ms,
-                WorldEvent::Extra {
-                    stream: streams[0],
-                    reason,
-                },
-            );
-        }
-        world.record(Happening::Emit {
-            kind: spec.kind,
-            event_id: spec.event_id,
-            account: spec.account,
-            tenant: spec.tenant,
-            order: spec.order,
-            subscriptions: streams.len(),
-        });
-    }
-
-    fn attempt_timed_out(&mut self, stream: usize, attempt: u32) {
-        let mut world = self.world.borrow_mut();
-        let now_ms = world.now_ms;
-        let record = world.sender.stream(stream);
-        let open =
-            record.state == EventState::Delivering && record.attempts == attempt && record.attempt_open;
-        let next_ms = world.sender.time_out(stream, attempt, now_ms);
-        if let Some(next_ms) = next_ms {
-            world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-        }
-        world.record(Happening::AttemptTimedOut {
-            stream,
-            attempt,
-            next_attempt_in_ms: next_ms.map(|next_ms| next_ms - now_ms),
-            settled: !open,
-        });
-    }
-
-    /// A receiver hands its answer to the network; a crash or a lost acknowledgment may keep it
-    /// from the sender.
-    fn send_answer(
-        &mut self,
-        process: usize,
-        incarnation: u32,
-        delivery: Option<DeliveryRef>,
-        answer: Answer,
-    ) {
-        let mut world = self.world.borrow_mut();
-        let alive = world.processes[process].up && world.processes[process].incarnation == incarnation;
-        match delivery {
-            _ if !alive => {
-                world.record(Happening::AnswerLostInCrash);
-                if let Some(delivery) = delivery
-                    && answer.is_success()
-                {
-                    world.success_not_settled(delivery);
+            WorldEvent::FaultActs { fault, action } => return self.apply_timer_action(fault, action),
+            WorldEvent::ProviderActs { request } => self.world.borrow_mut().provider_acts(&request),
+            WorldEvent::OperatorRequeue => return self.operator_requeue(),
+            WorldEvent::OperatorRedeliver { round } => {
+                let given_up = self.world.borrow_mut().operator_redelivery_round(round);
+                for stream in given_up {
+                    self.deliver(stream, 0, DeliveryKind::Extra, "manual redelivery")?;
                 }
+                self.world.borrow_mut().schedule_next_redelivery(round);
             }
-            None => world.record(Happening::AnswerWritten),
-            Some(delivery) if world.webhook_answer_dropped() => {
-                let lost = Happening::AnswerLost {
-                    answer: answer.clone(),
-                    stream: delivery.stream,
-                };
-                world.record_fault("lost-ack", &lost.to_string());
-                world.record(lost);
-                if answer.is_success() {
-                    world.success_not_settled(delivery);
-                }
-            }
-            Some(delivery) => {
-                let at_ms = world.now_ms + world.network_latency_ms();
-                world.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
-                world.record(Happening::AnswerSent);
-            }
-        }
-    }
-
-    fn answer_arrives(&mut self, delivery: DeliveryRef, answer: Answer) {
-        let mut world = self.world.borrow_mut();
-        let now_ms = world.now_ms;
-        let stream = delivery.stream;
-        let mut next_attempt_in_ms = None;
-        match delivery.kind {
-            DeliveryKind::Copy => {}
-            DeliveryKind::Extra => world.sender.answer_extra(stream, answer.is_success()),
-            DeliveryKind::Scheduled => {
-                let success = answer.is_success();
-                let next =
-                    world
-                        .sender
-                        .answer(stream, delivery.attempt, success, &answer.to_string(), now_ms);
-                if let Some(next_ms) = next {
-                    world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-                    next_attempt_in_ms = Some(next_ms - now_ms);
-                }
-                if success && world.sender.stream(stream).state != EventState::Acknowledged {
-                    // The attempt had timed out: the sender retries committed work.
-                    world.success_not_settled(delivery);
-                }
-            }
-        }
-        if world.sender.stream(stream).state == EventState::Acknowledged {
-            world.probes.stream_settled(stream);
-        }
-        let how = match delivery.kind {
-            DeliveryKind::Scheduled => DeliveryHow::Attempt(delivery.attempt),
-            DeliveryKind::Copy => DeliveryHow::Copy,
-            DeliveryKind::Extra => DeliveryHow::Extra(String::new()),
-        };
-        world.record(Happening::SenderGot {
-            answer,
-            stream,
-            attempt: delivery.attempt,
-            how,
-            next_attempt_in_ms,
-        });
-    }
-
-    fn restart(&mut self, process: usize) -> Result<(), String> {
-        let role = {
-            let mut world = self.world.borrow_mut();
-            if world.processes[process].up {
-                world.record(Happening::RestartSkipped);
-                return Ok(());
-            }
-            world.restart_process(process);
-            let restarted = world.processes[process].id.clone();
-            world.record(Happening::Restart { process: restarted });
-            world.processes[process].role
-        };
-        if role == ProcessRole::RelayWorker {
-            self.spawn_relay_worker(process)?;
         }
         Ok(())
     }
@@ -1097,163 +746,38 @@ impl Simulation {
         Ok(())
     }
 
-    fn operator_redeliver(&mut self, round: u32) -> Result<(), String> {
-        let given_up = self.world.borrow().sender.given_up();
-        self.world.borrow_mut().record(Happening::OperatorRedeliver {
-            streams: given_up.len(),
-            round,
-        });
-        for stream in given_up.iter().copied() {
-            self.deliver(stream, 0, DeliveryKind::Extra, "manual redelivery")?;
-        }
-        // Late deliveries may still fail after this round, so the operator keeps looking
-        // while anything is unsettled (the liveness bound ends it if nothing helps).
-        let mut world = self.world.borrow_mut();
-        if world.sender.unsettled() > 0 {
-            let at_ms = world.now_ms + OPERATOR_REDELIVERY_INTERVAL_MS;
-            world.schedule_event(at_ms, WorldEvent::OperatorRedeliver { round: round + 1 });
-        }
-        Ok(())
-    }
-
     fn apply_timer_action(&mut self, fault: usize, action: TimerAction) -> Result<(), String> {
         match action {
             TimerAction::WakeAt { at_ms } => {
                 self.world
                     .borrow_mut()
                     .schedule_event(at_ms, WorldEvent::FaultTimer { fault });
-                Ok(())
             }
             TimerAction::PurgeReceipts { older_than_ms } => {
-                let purger = {
-                    let mut world = self.world.borrow_mut();
-                    let name = world.faults[fault].name();
-                    let purger = world.process_with_role(ProcessRole::Purger);
-                    let purge = match purger {
-                        Some(_) => Happening::Purge { older_than_ms },
-                        None => Happening::PurgeSkipped,
-                    };
-                    world.record_fault(name, &purge.to_string());
-                    world.record(purge);
-                    purger
-                };
-                let Some(process) = purger else {
-                    return Ok(());
-                };
-                let system = Arc::clone(&self.system);
-                self.spawn(process, TaskKind::Purge, move |env, _| {
-                    system.purge_receipts(env, older_than_ms)
-                })?;
-                Ok(())
+                let purger = self.world.borrow_mut().begin_purge(fault, older_than_ms);
+                if let Some(process) = purger {
+                    let system = Arc::clone(&self.system);
+                    self.spawn(process, TaskKind::Purge, move |env, _| {
+                        system.purge_receipts(env, older_than_ms)
+                    })?;
+                }
             }
-            TimerAction::Attack { attack, target } => self.attack(fault, attack, target),
+            TimerAction::Attack { attack, target } => {
+                let arrived = self.world.borrow_mut().send_attack(fault, attack, target);
+                if let Some(arrived) = arrived {
+                    self.spawn_arrived(arrived, None)?;
+                }
+            }
             TimerAction::SenderClock { offset_ms } => {
-                let mut world = self.world.borrow_mut();
-                world.sender_clock_offset_ms = offset_ms;
-                let name = world.faults[fault].name();
-                let set = Happening::SenderClockSet { offset_ms };
-                world.record_fault(name, &set.to_string());
-                world.record(set);
-                Ok(())
+                self.world.borrow_mut().set_sender_clock(fault, offset_ms);
             }
         }
-    }
-
-    /// Sends one hostile request, built from a delivery the sender already made. The attack and
-    /// its target are a schedule choice (`attack forged-signature acct-a/evt-1~1`), so a shrunk
-    /// schedule can drop the request or keep it.
-    fn attack(&mut self, fault: usize, attack: Attack, target: u64) -> Result<(), String> {
-        let chosen = {
-            let mut world = self.world.borrow_mut();
-            let attempted: Vec<usize> = (0..world.sender.streams().len())
-                .filter(|&index| world.sender.stream(index).attempts > 0)
-                .collect();
-            let drawn = (!attempted.is_empty()).then(|| {
-                let stream = attempted[(target % attempted.len() as u64) as usize];
-                Decision::Attack {
-                    attack,
-                    stream: world.stream_name(stream),
-                }
-            });
-            world.choose(DecisionKind::Attack, |_| drawn)
-        };
-        let Some(Decision::Attack {
-            attack,
-            stream: stream_name,
-        }) = chosen
-        else {
-            return Ok(());
-        };
-        let found = self.world.borrow().stream_named(&stream_name);
-        let Some(stream) = found else {
-            self.world.borrow_mut().record(Happening::AttackSkipped {
-                attack,
-                stream: stream_name,
-            });
-            return Ok(());
-        };
-        let (genuine, account, event_id, _) = self.webhook_made_for(stream, attack.keeps_genuine_signature());
-        let hostile = {
-            let world = self.world.borrow();
-            let other_account = world
-                .workload
-                .fixtures
-                .accounts
-                .iter()
-                .map(|(other, _)| other.clone())
-                .find(|other| *other != account)
-                .unwrap_or_else(|| "acct-elsewhere".to_owned());
-            crate::signing::hostile_request(attack, genuine, &other_account)
-        };
-        let receiver = {
-            let mut world = self.world.borrow_mut();
-            let name = world.faults[fault].name();
-            let what = format!(
-                "attacker sends {} copied from {event_id} ({account})",
-                attack.name()
-            );
-            world.record_fault(name, &what);
-            let route = world.route_delivery();
-            let arrival = match route {
-                Route::To(receiver) => Arrival::To(world.processes[receiver].id.clone()),
-                Route::Lost => Arrival::Lost,
-                Route::Refused => Arrival::Refused,
-            };
-            world.record(Happening::Attack {
-                attack,
-                event_id: event_id.clone(),
-                account: account.clone(),
-                arrival,
-            });
-            match route {
-                Route::To(receiver) => receiver,
-                Route::Lost | Route::Refused => return Ok(()),
-            }
-        };
-        let origin = Origin::Hostile {
-            attack: attack.name().to_owned(),
-        };
-        self.spawn_handler(receiver, hostile, account, event_id, None, origin)?;
         Ok(())
     }
 
     /// The sender makes the next scheduled attempt of `stream`, with any concurrent copies.
     fn attempt(&mut self, stream: usize) -> Result<(), String> {
-        let (attempt, copies) = {
-            let mut world = self.world.borrow_mut();
-            let now_ms = world.now_ms;
-            let attempt = world.sender.begin_attempt(stream, now_ms);
-            let timeout_ms = now_ms + world.config.sender_timeout_ms;
-            world.schedule_event(timeout_ms, WorldEvent::AttemptTimeout { stream, attempt });
-            let copies = world.extra_deliveries();
-            if copies > 0 {
-                world.record_fault(
-                    "duplicate-delivery",
-                    &format!("{} copies of stream {stream} at once", copies + 1),
-                );
-            }
-            (attempt, copies)
-        };
+        let (attempt, copies) = self.world.borrow_mut().begin_attempt(stream);
         self.deliver(stream, attempt, DeliveryKind::Scheduled, "")?;
         for _ in 0..copies {
             self.deliver(stream, attempt, DeliveryKind::Copy, "copy")?;
@@ -1261,7 +785,7 @@ impl Simulation {
         Ok(())
     }
 
-    /// Sends one delivery of `stream` to a receiver, unless it is lost or no receiver is up.
+    /// Sends one delivery of `stream`, and starts its handler if it reached a receiver.
     fn deliver(
         &mut self,
         stream: usize,
@@ -1269,154 +793,93 @@ impl Simulation {
         kind: DeliveryKind,
         label: &str,
     ) -> Result<(), String> {
-        let (webhook, account, event_id, origin) = self.webhook_for(stream);
-        let receiver = {
-            let mut world = self.world.borrow_mut();
-            let now_ms = world.now_ms;
-            let how = match kind {
-                DeliveryKind::Scheduled => DeliveryHow::Attempt(attempt),
-                DeliveryKind::Copy => DeliveryHow::Copy,
-                DeliveryKind::Extra => DeliveryHow::Extra(label.to_owned()),
-            };
-            let route = world.route_delivery();
-            let arrival = match route {
-                Route::To(receiver) => Arrival::To(world.processes[receiver].id.clone()),
-                Route::Lost => Arrival::Lost,
-                Route::Refused => Arrival::Refused,
-            };
-            let deliver = Happening::Deliver {
-                event_id: event_id.clone(),
-                account: account.clone(),
+        let arrived = self
+            .world
+            .borrow_mut()
+            .send_delivery(stream, attempt, kind, label);
+        if let Some(arrived) = arrived {
+            let delivery = DeliveryRef {
                 stream,
-                how,
-                arrival,
+                attempt,
+                kind,
             };
-            if route == Route::Lost {
-                world.record_fault("request-lost", &deliver.to_string());
-            }
-            world.record(deliver);
-            match route {
-                Route::Lost => return Ok(()),
-                Route::To(receiver) => receiver,
-                Route::Refused => {
-                    if kind == DeliveryKind::Scheduled
-                        && let Some(next_ms) =
-                            world.sender.refuse(stream, attempt, "connection refused", now_ms)
-                    {
-                        world.schedule_event(next_ms, WorldEvent::Attempt { stream });
-                    }
-                    return Ok(());
-                }
-            }
-        };
-        let delivery = DeliveryRef {
-            stream,
-            attempt,
-            kind,
-        };
-        self.spawn_handler(receiver, webhook, account, event_id, Some(delivery), origin)?;
+            self.spawn_arrived(arrived, Some(delivery))?;
+        }
         Ok(())
+    }
+
+    fn spawn_arrived(&mut self, arrived: Arrived, delivery: Option<DeliveryRef>) -> Result<TaskId, String> {
+        let Arrived {
+            receiver,
+            webhook,
+            account,
+            event_id,
+            origin,
+        } = arrived;
+        self.spawn_handler(receiver, webhook, account, event_id, delivery, origin)
     }
 
     /// Applies the step's commits to the view, checks the safety invariants and ends the step's
     /// record.
     pub(crate) fn finish_step(&mut self) -> Result<StepOutcome, String> {
         let mut world = self.world.borrow_mut();
-        let world = &mut *world;
-        if let Some(hazard) = world.determinism_hazard.take() {
-            return Err(format!(
-                "system {} at step {}: {hazard}",
-                self.system.name(),
-                world.step
-            ));
-        }
-        let commits = std::mem::take(&mut world.step_commits);
-        for commit in commits {
-            let rows = commit.changes.len();
-            let diffs = world
-                .view
-                .apply(&*self.system, &world.observed_tables, commit.changes)?;
-            let observed = Observed::of(&diffs);
-            world.trace.record(Happening::Committed { rows, observed });
-            record_history(&mut world.history, &commit.process_id, &diffs);
-            world.probes.committed(&commit.process_id, &diffs);
-            world.step_record.commits.push(CommitRecord {
-                process_id: commit.process_id,
-                hostile: commit.hostile,
-                diffs,
-            });
-        }
-        let failure = if world.step_record.is_empty() {
+        world.apply_step_commits(&*self.system)?;
+        let failure = if world.step_record().is_empty() {
             None
         } else {
-            let observation = observation(world, &world.step_record);
+            let observation = observation(&world, world.step_record());
             self.invariants
                 .iter()
                 .filter(|invariant| invariant.kind() == InvariantKind::Safety)
-                .find_map(|invariant| failure_of(&**invariant, &observation, world))
+                .find_map(|invariant| failure_of(&**invariant, &observation, &world))
         };
-        world.decider.end_step(world.step);
-        world.trace.end(world.now_ms);
-        world.step_record.clear();
-        world.now_ms += 1;
+        let failed = failure.as_ref().map(|failure| {
+            let failed = Happening::Failed {
+                invariant: failure.invariant.clone(),
+                evidence: failure.message.clone(),
+            };
+            (failure.time_ms, failed)
+        });
+        world.end_step(failed);
         Ok(match failure {
-            Some(failure) => {
-                let failed = Happening::Failed {
-                    invariant: failure.invariant.clone(),
-                    evidence: failure.message.clone(),
-                };
-                world
-                    .trace
-                    .push(world.step, failure.time_ms, Actor::Invariant, failed);
-                StepOutcome::Failed(failure)
-            }
+            Some(failure) => StepOutcome::Failed(failure),
             None => StepOutcome::Continue,
         })
     }
 
     pub(crate) fn outcome(&self, failure: Option<Failure>) -> RunOutcome {
         let mut world = self.world.borrow_mut();
-        let digest = world.trace.digest();
-        let trace = std::mem::replace(&mut world.trace, crate::trace::Trace::new(false)).into_steps();
-        let recorded = matches!(
-            world.decider,
-            Decider::Scheduled { .. } | Decider::Seeded { record: true, .. }
-        );
-        let (steps, schedule_report) = std::mem::replace(&mut world.decider, Decider::seeded(false)).finish();
-        let schedule = recorded.then(|| Schedule {
-            fixtures: world.workload.fixtures.clone(),
-            events: world.workload.events.clone(),
-            steps,
-        });
+        let Finished {
+            digest,
+            trace,
+            schedule,
+            schedule_report,
+            sql,
+        } = world.finish();
         RunOutcome {
             seed: self.seed,
             system: self.system.name().to_owned(),
-            config: world.config.clone(),
-            steps: world.step,
-            end_ms: world.now_ms,
+            config: world.config().clone(),
+            steps: world.step(),
+            end_ms: world.now_ms(),
             digest,
             failure,
             unsettled: None,
-            faults_fired: world.fault_counts.clone(),
-            situations: world.probes.reached(),
-            fault_log: world.fault_log.clone(),
+            faults_fired: world.fault_counts().clone(),
+            situations: world.probes().reached(),
+            fault_log: world.fault_log().to_vec(),
             trace,
-            effects: world.provider.effects().len(),
+            effects: world.provider().effects().len(),
             schedule,
             schedule_report,
-            sql: world.db.take_sql_log().map(|ops| RecordedSql {
-                backend: world.db.backend(),
-                fixtures: world.workload.fixtures.clone(),
+            sql: sql.map(|ops| RecordedSql {
+                backend: world.backend(),
+                fixtures: world.workload().fixtures.clone(),
                 ops,
             }),
         }
     }
 }
-
-/// How long after heal the operator steps in.
-const OPERATOR_DELAY_MS: i64 = 60_000;
-/// How often the operator looks for webhooks that still fail and redelivers them.
-const OPERATOR_REDELIVERY_INTERVAL_MS: i64 = 30 * 60_000;
 
 impl Drop for Simulation {
     fn drop(&mut self) {
@@ -1428,11 +891,11 @@ impl Drop for Simulation {
 
 fn observation<'a>(world: &'a World, step: &'a StepRecord) -> Observation<'a> {
     Observation {
-        db: &world.view,
-        provider: &world.provider,
-        workload: &world.workload,
-        sender: &world.sender,
-        history: &world.history,
+        db: world.view(),
+        provider: world.provider(),
+        workload: world.workload(),
+        sender: world.sender(),
+        history: world.history(),
         step,
     }
 }
@@ -1441,44 +904,10 @@ fn failure_of(invariant: &dyn Invariant, observation: &Observation<'_>, world: &
     invariant.check(observation).err().map(|message| Failure {
         invariant: invariant.name().to_owned(),
         kind: invariant.kind().name().to_owned(),
-        step: world.step,
-        time_ms: world.now_ms,
+        step: world.step(),
+        time_ms: world.now_ms(),
         message,
     })
-}
-
-/// Remembers who took each lease, which events were ever received, and which orders were
-/// refunded before they were paid.
-fn record_history(history: &mut crate::record::History, process_id: &str, diffs: &[crate::view::RowDiff]) {
-    for diff in diffs {
-        match (&diff.before, &diff.after) {
-            (before, Some(ObservedRow::Obligation(after))) => {
-                let token_before = match before {
-                    Some(ObservedRow::Obligation(before)) => Some(before.lease_token),
-                    _ => None,
-                };
-                if token_before != Some(after.lease_token) {
-                    history.lease_holders.insert(
-                        (after.operation_key.clone(), after.lease_token),
-                        process_id.to_owned(),
-                    );
-                }
-            }
-            (_, Some(ObservedRow::Receipt(receipt))) => {
-                history
-                    .ever_received
-                    .insert((receipt.account.clone(), receipt.event_id.clone()));
-            }
-            (Some(ObservedRow::Order(before)), Some(ObservedRow::Order(after)))
-                if before.status == OrderStatus::AwaitingPayment && after.status == OrderStatus::Refunded =>
-            {
-                history
-                    .refunded_before_payment
-                    .insert((after.tenant.clone(), after.order.clone()));
-            }
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1496,7 +925,7 @@ mod tests {
             };
             let simulation = prepare(&system, seed, &options).expect("every seed sets up");
             let world = simulation.world.borrow();
-            for stream in 0..world.sender.streams().len() {
+            for stream in 0..world.sender().streams().len() {
                 let name = world.stream_name(stream);
                 assert_eq!(world.stream_named(&name), Some(stream), "{name}");
                 for near_miss in [

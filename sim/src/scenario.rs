@@ -123,7 +123,7 @@ impl Scenario {
         let (account, body) = {
             let world = self.simulation.world.borrow();
             let event = world
-                .workload
+                .workload()
                 .events
                 .iter()
                 .find(|event| event.event_id == event_id)
@@ -222,7 +222,7 @@ impl Scenario {
         for _ in 0..STEPS_PER_CALL_MAX {
             {
                 let world = self.simulation.world.borrow();
-                let scripted = world.scripted.as_ref().expect("scenarios are scripted");
+                let scripted = world.scripted().expect("scenarios are scripted");
                 if scripted
                     .pending_sql
                     .get(&task.0)
@@ -230,7 +230,7 @@ impl Scenario {
                 {
                     return Ok(());
                 }
-                if !world.tasks.contains_key(&task.0) {
+                if !world.has_task(task.0) {
                     return Err(format!(
                         "the task finished before a statement containing {sql_fragment:?}"
                     ));
@@ -277,8 +277,7 @@ impl Scenario {
     pub fn answer(&self, task: Task) -> Option<Answer> {
         let world = self.simulation.world.borrow();
         world
-            .scripted
-            .as_ref()
+            .scripted()
             .and_then(|scripted| scripted.answers.get(&task.0).cloned())
     }
 
@@ -286,8 +285,7 @@ impl Scenario {
     pub fn drop_provider_replies(&mut self, count: u32) {
         let mut world = self.simulation.world.borrow_mut();
         world
-            .scripted
-            .as_mut()
+            .scripted_mut()
             .expect("scenarios are scripted")
             .provider_replies_to_drop += count;
     }
@@ -296,8 +294,7 @@ impl Scenario {
     pub fn reject_provider_sends(&mut self, count: u32) {
         let mut world = self.simulation.world.borrow_mut();
         world
-            .scripted
-            .as_mut()
+            .scripted_mut()
             .expect("scenarios are scripted")
             .provider_sends_to_reject += count;
     }
@@ -328,7 +325,7 @@ impl Scenario {
     /// Runs everything until `task` has finished.
     fn run_task_to_end(&mut self, task: TaskId) -> Result<(), String> {
         for _ in 0..STEPS_PER_CALL_MAX {
-            if !self.simulation.world.borrow().tasks.contains_key(&task) {
+            if !self.simulation.world.borrow().has_task(task) {
                 return Ok(());
             }
             match self.simulation.step()? {
@@ -344,8 +341,7 @@ impl Scenario {
         self.simulation
             .world
             .borrow()
-            .db
-            .read(sql, &[])
+            .read(sql)
             .map_err(|error| error.to_string())
     }
 
@@ -360,12 +356,12 @@ impl Scenario {
 
     /// Every request that reached the provider, in order.
     pub fn provider_requests(&self) -> Vec<ProviderRequest> {
-        self.simulation.world.borrow().provider.requests().to_vec()
+        self.simulation.world.borrow().provider().requests().to_vec()
     }
 
     /// Every effect the provider performed, in order.
     pub fn effects(&self) -> Vec<Effect> {
-        self.simulation.world.borrow().provider.effects().to_vec()
+        self.simulation.world.borrow().provider().effects().to_vec()
     }
 
     /// Every safety invariant that failed so far.
@@ -380,34 +376,34 @@ impl Scenario {
 
     /// Virtual milliseconds since the scenario started.
     pub fn now_ms(&self) -> i64 {
-        self.simulation.world.borrow().now_ms
+        self.simulation.world.borrow().now_ms()
     }
 
     /// How often `situation` was reached so far (see `coverage`).
     pub fn situation_count(&self, situation: Situation) -> u64 {
-        self.simulation.world.borrow().probes.count(situation)
+        self.simulation.world.borrow().probes().count(situation)
     }
 
     /// Every situation reached so far, by name.
     pub fn situations(&self) -> BTreeMap<String, u64> {
-        self.simulation.world.borrow().probes.reached()
+        self.simulation.world.borrow().probes().reached()
     }
 
     /// The trace so far, one line per step.
     pub fn trace(&self) -> Vec<String> {
         let world = self.simulation.world.borrow();
-        world.trace.steps().iter().map(ToString::to_string).collect()
+        world.trace().steps().iter().map(ToString::to_string).collect()
     }
 
     fn process(&self, name: &str) -> Result<usize, String> {
         let world = self.simulation.world.borrow();
         world
-            .processes
+            .processes()
             .iter()
             .position(|process| process.name == name)
             .ok_or_else(|| format!("no process called {name:?}"))
             .and_then(|index| {
-                let process = &world.processes[index];
+                let process = world.process(index);
                 if process.up || process.role == ProcessRole::Purger {
                     Ok(index)
                 } else {

@@ -40,18 +40,12 @@ impl SimEnv {
 
     /// In a scripted run, remembers the statement the task will run next.
     fn announce(&self, sql: &str) {
-        let mut world = self.world.borrow_mut();
-        if let Some(scripted) = &mut world.scripted {
-            scripted.pending_sql.insert(self.task, sql.to_owned());
-        }
+        self.world.borrow_mut().announce(self.task, Some(sql));
     }
 
     /// The announced statement is about to run: forget it.
     fn unannounce(&self) {
-        let mut world = self.world.borrow_mut();
-        if let Some(scripted) = &mut world.scripted {
-            scripted.pending_sql.remove(&self.task);
-        }
+        self.world.borrow_mut().announce(self.task, None);
     }
 
     /// Parks the task until the scheduler picks it at or after `park`, about to do `op`.
@@ -96,21 +90,15 @@ impl Future for SchedulingPoint<'_> {
     fn poll(mut self: Pin<&mut Self>, _context: &mut Context<'_>) -> Poll<()> {
         match self.park.take() {
             Some((park, op, detail)) => {
-                let mut world = self.env.world.borrow_mut();
-                let labelled = world.decider.records();
-                let state = world
-                    .tasks
-                    .get_mut(&self.env.task)
-                    .expect("a running task is registered");
-                state.park = Some(park);
-                state.pending = op;
-                if labelled {
-                    state.pending_detail = match detail {
-                        Detail::None => String::new(),
-                        Detail::Sql(statement) => statement.label(),
-                        Detail::Key(key) => key.to_owned(),
-                    };
-                }
+                let detail = || match detail {
+                    Detail::None => String::new(),
+                    Detail::Sql(statement) => statement.label(),
+                    Detail::Key(key) => key.to_owned(),
+                };
+                self.env
+                    .world
+                    .borrow_mut()
+                    .park_task(self.env.task, park, op, detail);
                 Poll::Pending
             }
             None => Poll::Ready(()),
@@ -124,9 +112,7 @@ impl Env for SimEnv {
     }
 
     fn now_ms(&self) -> i64 {
-        let world = self.world.borrow();
-        let process = world.tasks[&self.task].process;
-        world.process_now_ms(process)
+        self.world.borrow().task_now_ms(self.task)
     }
 
     fn execute<'a>(
@@ -177,7 +163,7 @@ impl Env for SimEnv {
         Box::pin(async move {
             let until_ms = {
                 let mut world = self.world.borrow_mut();
-                let until_ms = world.now_ms + duration_ms.max(0);
+                let until_ms = world.now_ms() + duration_ms.max(0);
                 world.record(Happening::Sleep {
                     duration_ms: duration_ms.max(0),
                 });
@@ -213,6 +199,6 @@ impl Env for SimEnv {
     }
 
     fn setting(&self, name: &str) -> Option<String> {
-        self.world.borrow().settings.get(name).cloned()
+        self.world.borrow().setting(name)
     }
 }

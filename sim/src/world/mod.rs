@@ -33,6 +33,11 @@ use crate::trace::{
 use crate::view::DbView;
 use crate::workload::Workload;
 
+mod deliveries;
+mod incidents;
+
+pub use deliveries::Arrived;
+
 pub type TaskId = u64;
 pub type EventId = u64;
 
@@ -211,15 +216,15 @@ pub enum WorldEvent {
 
 /// The whole simulated world.
 pub struct World {
-    pub now_ms: i64,
-    pub step: u64,
-    pub config: SimConfig,
-    pub workload: Workload,
-    pub db: Database,
-    pub observed_tables: Vec<&'static str>,
-    pub processes: Vec<Process>,
-    pub tasks: BTreeMap<TaskId, TaskState>,
-    pub events: BTreeMap<EventId, WorldEvent>,
+    now_ms: i64,
+    step: u64,
+    config: SimConfig,
+    workload: Workload,
+    db: Database,
+    observed_tables: Vec<&'static str>,
+    processes: Vec<Process>,
+    tasks: BTreeMap<TaskId, TaskState>,
+    events: BTreeMap<EventId, WorldEvent>,
     ready: Vec<Item>,
     /// The schedule label of each ready item, while schedules are followed or written down.
     ready_label_cache: BTreeMap<Item, String>,
@@ -228,37 +233,37 @@ pub struct World {
     next_event: EventId,
     next_timer: u64,
     scheduler_rng: SimRng,
-    pub network_rng: SimRng,
+    network_rng: SimRng,
     provider_rng: SimRng,
-    pub provider: ProviderModel,
-    pub sender: Sender,
-    pub faults: Vec<Box<dyn FaultModel>>,
-    pub fault_counts: BTreeMap<String, u64>,
-    pub fault_log: Vec<String>,
+    provider: ProviderModel,
+    sender: Sender,
+    faults: Vec<Box<dyn FaultModel>>,
+    fault_counts: BTreeMap<String, u64>,
+    fault_log: Vec<String>,
     /// How often each interesting situation was reached; an observer that changes nothing.
-    pub probes: Probes,
-    pub healed: bool,
-    pub view: DbView,
-    pub history: History,
+    probes: Probes,
+    healed: bool,
+    view: DbView,
+    history: History,
     /// Raw commits of the current step.
-    pub step_commits: Vec<StepCommit>,
-    pub step_record: StepRecord,
+    step_commits: Vec<StepCommit>,
+    step_record: StepRecord,
     /// What happened in each step, and the run's digest.
-    pub trace: Trace,
+    trace: Trace,
     /// Work that keeps the world from being quiet: handler tasks, answers on the wire, scheduled
     /// extra deliveries, slow provider requests and pending operator actions.
-    pub work_in_flight: usize,
+    work_in_flight: usize,
     /// What a scripted run (a scenario) records and injects; `None` in seeded runs.
-    pub scripted: Option<Scripted>,
+    scripted: Option<Scripted>,
     /// Set when the system did something that makes the run depend on more than its seed; the
     /// run stops with this message.
-    pub determinism_hazard: Option<String>,
+    determinism_hazard: Option<String>,
     /// Where the run's decisions come from (the seeded streams or a schedule), and the record.
-    pub decider: Decider,
+    decider: Decider,
     /// The receivers' configuration ([`commitgap::env::Env::setting`]): the endpoints' secrets.
-    pub settings: BTreeMap<String, String>,
+    settings: BTreeMap<String, String>,
     /// How far the sender's clock is from true time; it stamps `webhook-timestamp` with it.
-    pub sender_clock_offset_ms: i64,
+    sender_clock_offset_ms: i64,
 }
 
 /// Controls and records of a scripted run.
@@ -276,6 +281,306 @@ pub struct Scripted {
 
 /// At most this many fault decisions are kept for the seed file.
 const FAULT_LOG_MAX: usize = 1_000;
+
+/// What a run leaves behind once it ends, taken out of the world.
+pub struct Finished {
+    pub digest: String,
+    pub trace: Option<Vec<crate::trace::TraceStep>>,
+    /// The fixtures, events and decisions, when the run recorded or followed a schedule.
+    pub schedule: Option<crate::schedule::Schedule>,
+    /// What became of the schedule's lines (see [`Decider::finish`]).
+    pub schedule_report: Vec<String>,
+    pub sql: Option<Vec<crate::db::SqlOp>>,
+}
+
+// Reading the world: the executor, the environments and the scenarios see it through these, and
+// change it only through the methods below that keep its records in step.
+impl World {
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
+    /// The number of the current step (0 before the first).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
+    pub fn sender(&self) -> &Sender {
+        &self.sender
+    }
+
+    pub fn provider(&self) -> &ProviderModel {
+        &self.provider
+    }
+
+    pub fn process(&self, index: usize) -> &Process {
+        &self.processes[index]
+    }
+
+    pub fn processes(&self) -> &[Process] {
+        &self.processes
+    }
+
+    pub fn probes(&self) -> &Probes {
+        &self.probes
+    }
+
+    pub fn view(&self) -> &DbView {
+        &self.view
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// What the current step changed so far.
+    pub fn step_record(&self) -> &StepRecord {
+        &self.step_record
+    }
+
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    pub fn decider(&self) -> &Decider {
+        &self.decider
+    }
+
+    pub fn fault_counts(&self) -> &BTreeMap<String, u64> {
+        &self.fault_counts
+    }
+
+    pub fn fault_log(&self) -> &[String] {
+        &self.fault_log
+    }
+
+    pub fn fault_count(&self) -> usize {
+        self.faults.len()
+    }
+
+    pub fn healed(&self) -> bool {
+        self.healed
+    }
+
+    /// The receivers' configuration value `name` ([`commitgap::env::Env::setting`]).
+    pub fn setting(&self, name: &str) -> Option<String> {
+        self.settings.get(name).cloned()
+    }
+
+    pub fn has_task(&self, task: TaskId) -> bool {
+        self.tasks.contains_key(&task)
+    }
+
+    /// The process `task` runs in.
+    pub fn task_process(&self, task: TaskId) -> usize {
+        self.tasks[&task].process
+    }
+
+    /// What a scripted run records and injects; `None` in seeded runs.
+    pub fn scripted(&self) -> Option<&Scripted> {
+        self.scripted.as_ref()
+    }
+
+    pub fn scripted_mut(&mut self) -> Option<&mut Scripted> {
+        self.scripted.as_mut()
+    }
+
+    pub fn backend(&self) -> crate::db::Backend {
+        self.db.backend()
+    }
+
+    /// The database itself, for tests that compare its final contents with a replay's.
+    #[cfg(test)]
+    pub fn database_mut(&mut self) -> &mut Database {
+        &mut self.db
+    }
+
+    /// Runs `sql` outside every process (between steps) and returns its rows.
+    pub fn read(&self, sql: &str) -> Result<Vec<commitgap::env::Row>, DbError> {
+        self.db.read(sql, &[])
+    }
+
+    /// From now on, every statement is recorded for `--sql` (after set-up, which a replay
+    /// repeats through the system itself).
+    pub fn record_sql(&mut self) {
+        self.db.record_sql();
+    }
+
+    /// The indexes of the processes with `role`, in order.
+    pub fn processes_with_role(&self, role: ProcessRole) -> Vec<usize> {
+        (0..self.processes.len())
+            .filter(|&index| self.processes[index].role == role)
+            .collect()
+    }
+}
+
+// A step's life: it begins with an actor, its commits are applied to the view, and it ends with
+// the clock one millisecond on.
+impl World {
+    /// Applies the set-up's rows to the view and records the run's first line.
+    pub fn record_setup(
+        &mut self,
+        system: &dyn crate::system::System,
+        seed: u64,
+        changes: Vec<RowChange>,
+    ) -> Result<(), String> {
+        let diffs = self.view.apply(system, &self.observed_tables, changes)?;
+        let setup = Happening::Setup {
+            system: system.name().to_owned(),
+            seed,
+            rows: diffs.len(),
+            accounts: self.workload.fixtures.accounts.len(),
+            orders: self.workload.fixtures.orders.len(),
+            events: self.workload.events.len(),
+            streams: self.sender.streams().len(),
+            receivers: self.config.receivers,
+            relay_workers: self.config.relay_workers,
+            sender: self.config.sender_preset.name(),
+        };
+        self.trace.push(0, 0, Actor::World, setup);
+        Ok(())
+    }
+
+    /// Schedules every event's creation (unless a script makes the deliveries) and lets each
+    /// fault model set its first timers.
+    pub fn schedule_start(&mut self, emit_events: bool) {
+        if emit_events {
+            for (index, event) in self.workload.events.clone().iter().enumerate() {
+                self.schedule_event(event.created_ms, WorldEvent::Emit { event: index });
+            }
+        }
+        for index in 0..self.faults.len() {
+            let actions = self.faults[index].start(0);
+            for action in actions {
+                self.schedule_fault_action(index, action);
+            }
+        }
+    }
+
+    /// Begins a step for `item`. The actor is named before the step runs: a crash in it renames
+    /// the process.
+    pub fn begin_step_of(&mut self, item: Item) {
+        let actor = self.actor_of(item);
+        self.begin_step(actor);
+        self.record_forgotten_keys();
+    }
+
+    /// Begins a step that `process` takes (a scenario's crash).
+    pub fn begin_step_as(&mut self, process: usize) {
+        let actor = Actor::Process(self.processes[process].id.clone());
+        self.begin_step(actor);
+    }
+
+    fn begin_step(&mut self, actor: Actor) {
+        self.step += 1;
+        self.trace.begin(self.step, self.now_ms, actor);
+    }
+
+    /// Applies the step's commits to the view, in order, and remembers what the invariants need
+    /// from them. Fails when the system did something that makes the run depend on more than
+    /// its seed.
+    pub fn apply_step_commits(&mut self, system: &dyn crate::system::System) -> Result<(), String> {
+        if let Some(hazard) = self.determinism_hazard.take() {
+            return Err(format!(
+                "system {} at step {}: {hazard}",
+                system.name(),
+                self.step
+            ));
+        }
+        for commit in std::mem::take(&mut self.step_commits) {
+            let rows = commit.changes.len();
+            let diffs = self.view.apply(system, &self.observed_tables, commit.changes)?;
+            let observed = crate::trace::Observed::of(&diffs);
+            self.trace.record(Happening::Committed { rows, observed });
+            remember(&mut self.history, &commit.process_id, &diffs);
+            self.probes.committed(&commit.process_id, &diffs);
+            self.step_record.commits.push(crate::record::CommitRecord {
+                process_id: commit.process_id,
+                hostile: commit.hostile,
+                diffs,
+            });
+        }
+        Ok(())
+    }
+
+    /// Ends the step: the clock moves one millisecond on. A failed invariant is recorded as the
+    /// step's last line.
+    pub fn end_step(&mut self, failed: Option<(i64, Happening)>) {
+        self.decider.end_step(self.step);
+        self.trace.end(self.now_ms);
+        self.step_record.clear();
+        self.now_ms += 1;
+        if let Some((time_ms, failed)) = failed {
+            self.trace.push(self.step, time_ms, Actor::Invariant, failed);
+        }
+    }
+
+    /// Takes the trace, the decisions and the recorded SQL out of the world, once the run ended.
+    pub fn finish(&mut self) -> Finished {
+        let digest = self.trace.digest();
+        let trace = std::mem::replace(&mut self.trace, Trace::new(false)).into_steps();
+        let recorded = matches!(
+            self.decider,
+            Decider::Scheduled { .. } | Decider::Seeded { record: true, .. }
+        );
+        let (steps, schedule_report) = std::mem::replace(&mut self.decider, Decider::seeded(false)).finish();
+        let schedule = recorded.then(|| crate::schedule::Schedule {
+            fixtures: self.workload.fixtures.clone(),
+            events: self.workload.events.clone(),
+            steps,
+        });
+        Finished {
+            digest,
+            trace,
+            schedule,
+            schedule_report,
+            sql: self.db.take_sql_log(),
+        }
+    }
+}
+
+/// Remembers who took each lease, which events were ever received, and which orders were
+/// refunded before they were paid.
+fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDiff]) {
+    use crate::system::{ObservedRow, OrderStatus};
+    for diff in diffs {
+        match (&diff.before, &diff.after) {
+            (before, Some(ObservedRow::Obligation(after))) => {
+                let token_before = match before {
+                    Some(ObservedRow::Obligation(before)) => Some(before.lease_token),
+                    _ => None,
+                };
+                if token_before != Some(after.lease_token) {
+                    history.lease_holders.insert(
+                        (after.operation_key.clone(), after.lease_token),
+                        process_id.to_owned(),
+                    );
+                }
+            }
+            (_, Some(ObservedRow::Receipt(receipt))) => {
+                history
+                    .ever_received
+                    .insert((receipt.account.clone(), receipt.event_id.clone()));
+            }
+            (Some(ObservedRow::Order(before)), Some(ObservedRow::Order(after)))
+                if before.status == OrderStatus::AwaitingPayment && after.status == OrderStatus::Refunded =>
+            {
+                history
+                    .refunded_before_payment
+                    .insert((after.tenant.clone(), after.order.clone()));
+            }
+            _ => {}
+        }
+    }
+}
 
 impl World {
     #[allow(clippy::too_many_arguments)]
@@ -665,9 +970,39 @@ impl World {
         (id, process_id)
     }
 
+    /// Parks `task` until the scheduler picks it at or after `park`, about to do `op`. The
+    /// detail (the statement's label, the key) is made only when decisions are written down.
+    pub fn park_task(&mut self, task: TaskId, park: Park, op: PendingOp, detail: impl FnOnce() -> String) {
+        let labelled = self.decider.records();
+        let state = self.tasks.get_mut(&task).expect("a running task is registered");
+        state.park = Some(park);
+        state.pending = op;
+        if labelled {
+            state.pending_detail = detail();
+        }
+    }
+
+    /// The time the clock of `task`'s process reads now.
+    pub fn task_now_ms(&self, task: TaskId) -> i64 {
+        self.process_now_ms(self.tasks[&task].process)
+    }
+
+    /// In a scripted run, remembers the statement `task` will run next (or, with `None`, that
+    /// it is about to run it).
+    pub fn announce(&mut self, task: TaskId, sql: Option<&str>) {
+        if let Some(scripted) = &mut self.scripted {
+            match sql {
+                Some(sql) => scripted.pending_sql.insert(task, sql.to_owned()),
+                None => scripted.pending_sql.remove(&task),
+            };
+        }
+    }
+
     /// Queues a task that just returned `Pending` according to how it parked itself.
     pub fn schedule_parked(&mut self, task: TaskId) -> Result<(), String> {
         let state = self.tasks.get_mut(&task).expect("a pending task is registered");
+        // The task ran, so whatever stalled it before is over (see `stall_room_ms`).
+        state.stalled_ms = 0;
         let Some(park) = state.park.take() else {
             return Err(format!(
                 "a task of {} suspended without an Env call; only Env calls may suspend simulated code",

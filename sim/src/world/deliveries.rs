@@ -1,0 +1,341 @@
+//! The sender's side of the world: events emitted, attempts made and timed out, deliveries
+//! routed to a receiver (or lost, or refused), answers sent back and received, and the hostile
+//! requests an attacker builds from deliveries it saw.
+//!
+//! These change the sender's records, the scheduler's queues and the trace together, so that
+//! no caller can update one and forget another. They start no task: the executor (`run`) spawns
+//! the handler for a delivery that reached a receiver.
+
+use commitgap::receiver::{Answer, WebhookDelivery};
+
+use super::{DeliveryKind, DeliveryRef, Origin, Route, World, WorldEvent};
+use crate::decision::{Decision, DecisionKind};
+use crate::faults::Attack;
+use crate::sender::EventState;
+use crate::trace::{Arrival, DeliveryHow, Happening};
+
+/// How often the operator looks for webhooks that still fail and redelivers them.
+const OPERATOR_REDELIVERY_INTERVAL_MS: i64 = 30 * 60_000;
+
+/// A delivery that reached a receiver: what the executor needs to start its handler.
+pub struct Arrived {
+    pub receiver: usize,
+    pub webhook: WebhookDelivery,
+    pub account: String,
+    pub event_id: String,
+    pub origin: Origin,
+}
+
+impl World {
+    /// The application emits an event: every subscription's stream schedules its first attempt.
+    pub fn emit(&mut self, event: usize) {
+        let spec = self.workload.events[event].clone();
+        let streams: Vec<usize> = self.sender.streams_of(event).collect();
+        for &stream in &streams {
+            self.sender.emit(stream);
+            self.schedule_event(spec.deliver_at_ms, WorldEvent::Attempt { stream });
+        }
+        for extra in &spec.extra_deliveries {
+            let reason = extra.reason.clone();
+            self.schedule_event(
+                extra.at_ms,
+                WorldEvent::Extra {
+                    stream: streams[0],
+                    reason,
+                },
+            );
+        }
+        self.record(Happening::Emit {
+            kind: spec.kind,
+            event_id: spec.event_id,
+            account: spec.account,
+            tenant: spec.tenant,
+            order: spec.order,
+            subscriptions: streams.len(),
+        });
+    }
+
+    /// The sender begins the next scheduled attempt of `stream` and sets its timeout. Returns
+    /// the attempt's number and how many concurrent copies go out with it.
+    pub fn begin_attempt(&mut self, stream: usize) -> (u32, u32) {
+        let now_ms = self.now_ms;
+        let attempt = self.sender.begin_attempt(stream, now_ms);
+        let timeout_ms = now_ms + self.config.sender_timeout_ms;
+        self.schedule_event(timeout_ms, WorldEvent::AttemptTimeout { stream, attempt });
+        let copies = self.extra_deliveries();
+        if copies > 0 {
+            self.record_fault(
+                "duplicate-delivery",
+                &format!("{} copies of stream {stream} at once", copies + 1),
+            );
+        }
+        (attempt, copies)
+    }
+
+    pub fn attempt_timed_out(&mut self, stream: usize, attempt: u32) {
+        let now_ms = self.now_ms;
+        let record = self.sender.stream(stream);
+        let open =
+            record.state == EventState::Delivering && record.attempts == attempt && record.attempt_open;
+        let next_ms = self.sender.time_out(stream, attempt, now_ms);
+        if let Some(next_ms) = next_ms {
+            self.schedule_event(next_ms, WorldEvent::Attempt { stream });
+        }
+        self.record(Happening::AttemptTimedOut {
+            stream,
+            attempt,
+            next_attempt_in_ms: next_ms.map(|next_ms| next_ms - now_ms),
+            settled: !open,
+        });
+    }
+
+    /// Sends one delivery of `stream` into the network. Returns the delivery when it reached a
+    /// receiver; a lost or refused one is recorded (and a refused attempt rescheduled) here.
+    pub fn send_delivery(
+        &mut self,
+        stream: usize,
+        attempt: u32,
+        kind: DeliveryKind,
+        label: &str,
+    ) -> Option<Arrived> {
+        let (webhook, account, event_id, origin) = self.webhook_for(stream, true);
+        let now_ms = self.now_ms;
+        let how = match kind {
+            DeliveryKind::Scheduled => DeliveryHow::Attempt(attempt),
+            DeliveryKind::Copy => DeliveryHow::Copy,
+            DeliveryKind::Extra => DeliveryHow::Extra(label.to_owned()),
+        };
+        let route = self.route_delivery();
+        let deliver = Happening::Deliver {
+            event_id: event_id.clone(),
+            account: account.clone(),
+            stream,
+            how,
+            arrival: self.arrival(route),
+        };
+        if route == Route::Lost {
+            self.record_fault("request-lost", &deliver.to_string());
+        }
+        self.record(deliver);
+        match route {
+            Route::Lost => None,
+            Route::To(receiver) => Some(Arrived {
+                receiver,
+                webhook,
+                account,
+                event_id,
+                origin,
+            }),
+            Route::Refused => {
+                if kind == DeliveryKind::Scheduled
+                    && let Some(next_ms) = self.sender.refuse(stream, attempt, "connection refused", now_ms)
+                {
+                    self.schedule_event(next_ms, WorldEvent::Attempt { stream });
+                }
+                None
+            }
+        }
+    }
+
+    fn arrival(&self, route: Route) -> Arrival {
+        match route {
+            Route::To(receiver) => Arrival::To(self.processes[receiver].id.clone()),
+            Route::Lost => Arrival::Lost,
+            Route::Refused => Arrival::Refused,
+        }
+    }
+
+    /// The webhook the sender delivers for `stream` now: signed with the endpoint's current
+    /// secret (or with an empty signature) and stamped with the sender's clock, which a fault
+    /// may have set wrong. Returns it with its account, event id and origin.
+    pub fn webhook_for(&self, stream: usize, signed: bool) -> (WebhookDelivery, String, String, Origin) {
+        let record = self.sender.stream(stream);
+        let event = &self.workload.events[record.event];
+        let timestamp_s = (self.now_ms + self.sender_clock_offset_ms).div_euclid(1_000);
+        let webhook_id = format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription);
+        let body = event.body().into_bytes();
+        let webhook = if signed {
+            crate::signing::signed_delivery(
+                &event.account,
+                &webhook_id,
+                timestamp_s,
+                body,
+                crate::signing::CURRENT_GENERATION,
+            )
+        } else {
+            crate::signing::unsigned_delivery(&event.account, &webhook_id, timestamp_s, body)
+        };
+        (
+            webhook,
+            event.account.clone(),
+            event.event_id.clone(),
+            Origin::Sender { timestamp_s },
+        )
+    }
+
+    /// A receiver hands its answer to the network; a crash or a lost acknowledgment may keep it
+    /// from the sender.
+    pub fn send_answer(
+        &mut self,
+        process: usize,
+        incarnation: u32,
+        delivery: Option<DeliveryRef>,
+        answer: Answer,
+    ) {
+        let alive = self.processes[process].up && self.processes[process].incarnation == incarnation;
+        match delivery {
+            _ if !alive => {
+                self.record(Happening::AnswerLostInCrash);
+                if let Some(delivery) = delivery
+                    && answer.is_success()
+                {
+                    self.success_not_settled(delivery);
+                }
+            }
+            None => self.record(Happening::AnswerWritten),
+            Some(delivery) if self.webhook_answer_dropped() => {
+                let lost = Happening::AnswerLost {
+                    answer: answer.clone(),
+                    stream: delivery.stream,
+                };
+                self.record_fault("lost-ack", &lost.to_string());
+                self.record(lost);
+                if answer.is_success() {
+                    self.success_not_settled(delivery);
+                }
+            }
+            Some(delivery) => {
+                let at_ms = self.now_ms + self.network_latency_ms();
+                self.schedule_event(at_ms, WorldEvent::AnswerArrives { delivery, answer });
+                self.record(Happening::AnswerSent);
+            }
+        }
+    }
+
+    /// The answer reaches the sender, which settles the attempt or schedules the next one.
+    pub fn answer_arrives(&mut self, delivery: DeliveryRef, answer: Answer) {
+        let now_ms = self.now_ms;
+        let stream = delivery.stream;
+        let mut next_attempt_in_ms = None;
+        match delivery.kind {
+            DeliveryKind::Copy => {}
+            DeliveryKind::Extra => self.sender.answer_extra(stream, answer.is_success()),
+            DeliveryKind::Scheduled => {
+                let success = answer.is_success();
+                let next = self
+                    .sender
+                    .answer(stream, delivery.attempt, success, &answer.to_string(), now_ms);
+                if let Some(next_ms) = next {
+                    self.schedule_event(next_ms, WorldEvent::Attempt { stream });
+                    next_attempt_in_ms = Some(next_ms - now_ms);
+                }
+                if success && self.sender.stream(stream).state != EventState::Acknowledged {
+                    // The attempt had timed out: the sender retries committed work.
+                    self.success_not_settled(delivery);
+                }
+            }
+        }
+        if self.sender.stream(stream).state == EventState::Acknowledged {
+            self.probes.stream_settled(stream);
+        }
+        let how = match delivery.kind {
+            DeliveryKind::Scheduled => DeliveryHow::Attempt(delivery.attempt),
+            DeliveryKind::Copy => DeliveryHow::Copy,
+            DeliveryKind::Extra => DeliveryHow::Extra(String::new()),
+        };
+        self.record(Happening::SenderGot {
+            answer,
+            stream,
+            attempt: delivery.attempt,
+            how,
+            next_attempt_in_ms,
+        });
+    }
+
+    /// The operator's round of manual redelivery after heal: returns the streams the sender
+    /// gave up on, and looks again later while anything is unsettled.
+    pub fn operator_redelivery_round(&mut self, round: u32) -> Vec<usize> {
+        let given_up = self.sender.given_up();
+        self.record(Happening::OperatorRedeliver {
+            streams: given_up.len(),
+            round,
+        });
+        given_up
+    }
+
+    /// Schedules the operator's next round while deliveries still fail (the liveness bound ends
+    /// it if nothing helps).
+    pub fn schedule_next_redelivery(&mut self, round: u32) {
+        if self.sender.unsettled() > 0 {
+            let at_ms = self.now_ms + OPERATOR_REDELIVERY_INTERVAL_MS;
+            self.schedule_event(at_ms, WorldEvent::OperatorRedeliver { round: round + 1 });
+        }
+    }
+
+    /// Builds one hostile request from a delivery the sender already made and sends it into the
+    /// network. The attack and its target are a schedule choice (`attack forged-signature
+    /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
+    /// it reached a receiver.
+    pub fn send_attack(&mut self, fault: usize, attack: Attack, target: u64) -> Option<Arrived> {
+        let attempted: Vec<usize> = (0..self.sender.streams().len())
+            .filter(|&index| self.sender.stream(index).attempts > 0)
+            .collect();
+        let drawn = (!attempted.is_empty()).then(|| {
+            let stream = attempted[(target % attempted.len() as u64) as usize];
+            Decision::Attack {
+                attack,
+                stream: self.stream_name(stream),
+            }
+        });
+        let Some(Decision::Attack {
+            attack,
+            stream: stream_name,
+        }) = self.choose(DecisionKind::Attack, |_| drawn)
+        else {
+            return None;
+        };
+        let Some(stream) = self.stream_named(&stream_name) else {
+            self.record(Happening::AttackSkipped {
+                attack,
+                stream: stream_name,
+            });
+            return None;
+        };
+        let (genuine, account, event_id, _) = self.webhook_for(stream, attack.keeps_genuine_signature());
+        let other_account = self
+            .workload
+            .fixtures
+            .accounts
+            .iter()
+            .map(|(other, _)| other.clone())
+            .find(|other| *other != account)
+            .unwrap_or_else(|| "acct-elsewhere".to_owned());
+        let hostile = crate::signing::hostile_request(attack, genuine, &other_account);
+        let name = self.faults[fault].name();
+        let what = format!(
+            "attacker sends {} copied from {event_id} ({account})",
+            attack.name()
+        );
+        self.record_fault(name, &what);
+        let route = self.route_delivery();
+        let arrival = self.arrival(route);
+        self.record(Happening::Attack {
+            attack,
+            event_id: event_id.clone(),
+            account: account.clone(),
+            arrival,
+        });
+        let Route::To(receiver) = route else {
+            return None;
+        };
+        Some(Arrived {
+            receiver,
+            webhook: hostile,
+            account,
+            event_id,
+            origin: Origin::Hostile {
+                attack: attack.name().to_owned(),
+            },
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! What fault models do to the world: a task paused, a statement made to fail, a process's clock
+//! set wrong, a process crashed, the sender's clock moved, a purge begun, and at the end of the
+//! fault phase, the heal that stops every fault and sets everything right.
+//!
+//! Each records the fault (for the seed file and the counts) and what happened (for the trace)
+//! together with the change itself. None of them starts or drops a task's future: the executor
+//! (`run`) does that with what they return.
+
+use super::{Item, TaskId, World, WorldEvent};
+use crate::coverage::Situation;
+use crate::faults::{ProcessRole, StatementFailure, TimerAction};
+use crate::trace::{Actor, Happening};
+
+/// How long after heal the operator steps in.
+const OPERATOR_DELAY_MS: i64 = 60_000;
+
+impl World {
+    /// Holds `task` of `process` for `duration_ms` (within what its stall allowance leaves).
+    /// Returns whether it was held.
+    pub fn pause(&mut self, process: usize, task: TaskId, duration_ms: i64, fault: &str) -> bool {
+        let duration_ms = match self.stall_room_ms(task) {
+            Some(0) => return false,
+            Some(room_ms) => duration_ms.min(room_ms),
+            None => duration_ms,
+        };
+        self.pause_task(task, duration_ms);
+        let pause = Happening::Pause {
+            process: self.processes[process].id.clone(),
+            duration_ms,
+        };
+        self.record_fault(fault, &pause.to_string());
+        self.record(pause);
+        true
+    }
+
+    /// Makes the statement `task` is about to run fail with `failure`.
+    pub fn fail_next_statement(
+        &mut self,
+        process: usize,
+        task: TaskId,
+        failure: StatementFailure,
+        rolled_back: bool,
+        fault: &str,
+    ) {
+        self.tasks
+            .get_mut(&task)
+            .expect("a ready task is registered")
+            .inject_failure = Some((failure, rolled_back));
+        let what = format!(
+            "{} injected into {}{}",
+            failure.error(),
+            self.processes[process].id,
+            if rolled_back {
+                ", transaction rolled back"
+            } else {
+                ""
+            }
+        );
+        self.record_fault(fault, &what);
+    }
+
+    /// Sets the clock of `process` `offset_ms` from true time.
+    pub fn jump_clock(&mut self, process: usize, item: Item, offset_ms: i64, fault: &str) {
+        self.processes[process].clock_offset_ms = offset_ms;
+        if let Item::Task(task) = item {
+            self.tasks
+                .get_mut(&task)
+                .expect("a ready task is registered")
+                .disturbed = true;
+        }
+        let jump = Happening::ClockSet {
+            process: self.processes[process].id.clone(),
+            offset_ms,
+        };
+        self.record_fault(fault, &jump.to_string());
+        self.record(jump);
+    }
+
+    /// Crashes `process`, as fault model `fault` (or a scenario) decided, and schedules its
+    /// restart (at once after heal). Returns the tasks that died with it.
+    pub fn crash(&mut self, process: usize, restart_after_ms: i64, fault: &str) -> Vec<TaskId> {
+        let process_id = self.processes[process].id.clone();
+        let (tasks, open_transactions) = self.crash_process(process);
+        if open_transactions > 0 {
+            self.probes.reach(Situation::CrashInsideTransaction);
+        }
+        let restart_at_ms = self.now_ms + if self.healed { 0 } else { restart_after_ms };
+        self.schedule_event(restart_at_ms, WorldEvent::Restart { process });
+        let crash = Happening::Crash {
+            process: process_id,
+            tasks: tasks.len(),
+            open_transactions,
+            restart_in_ms: restart_at_ms - self.now_ms,
+        };
+        self.record_fault(fault, &crash.to_string());
+        self.record(crash);
+        tasks
+    }
+
+    /// Restarts `process` unless it is up already. Returns its role when it restarted.
+    pub fn restart(&mut self, process: usize) -> Option<ProcessRole> {
+        if self.processes[process].up {
+            self.record(Happening::RestartSkipped);
+            return None;
+        }
+        self.restart_process(process);
+        let restarted = self.processes[process].id.clone();
+        self.record(Happening::Restart { process: restarted });
+        Some(self.processes[process].role)
+    }
+
+    /// A fault model's timer fires: returns what the model does now.
+    pub fn fault_timer(&mut self, fault: usize) -> Vec<TimerAction> {
+        self.record(Happening::FaultTimer);
+        let now_ms = self.now_ms;
+        self.faults[fault].on_timer(now_ms)
+    }
+
+    /// Fault model `fault` sets the sender's clock `offset_ms` from true time.
+    pub fn set_sender_clock(&mut self, fault: usize, offset_ms: i64) {
+        self.sender_clock_offset_ms = offset_ms;
+        let name = self.faults[fault].name();
+        let set = Happening::SenderClockSet { offset_ms };
+        self.record_fault(name, &set.to_string());
+        self.record(set);
+    }
+
+    /// Fault model `fault` has the purge job delete receipts older than `older_than_ms`.
+    /// Returns the purge process, if the run has one.
+    pub fn begin_purge(&mut self, fault: usize, older_than_ms: i64) -> Option<usize> {
+        let name = self.faults[fault].name();
+        let purger = self.process_with_role(ProcessRole::Purger);
+        let purge = match purger {
+            Some(_) => Happening::Purge { older_than_ms },
+            None => Happening::PurgeSkipped,
+        };
+        self.record_fault(name, &purge.to_string());
+        self.record(purge);
+        purger
+    }
+
+    /// Stops every fault model, restarts every crashed process, sets every clock right, and has
+    /// the operator clean up after the incident.
+    pub fn heal(&mut self) {
+        self.healed = true;
+        let now_ms = self.now_ms;
+        for index in 0..self.faults.len() {
+            for action in self.faults[index].heal(now_ms) {
+                self.schedule_fault_action(index, action);
+            }
+        }
+        // Setting a clock right is a clock jump too, for every task that read the wrong time.
+        let skewed: Vec<usize> = (0..self.processes.len())
+            .filter(|&index| self.processes[index].clock_offset_ms != 0)
+            .collect();
+        for state in self.tasks.values_mut() {
+            if skewed.contains(&state.process) {
+                state.disturbed = true;
+            }
+        }
+        for process in &mut self.processes {
+            process.clock_offset_ms = 0;
+        }
+        self.sender_clock_offset_ms = 0;
+        let down: Vec<usize> = (0..self.processes.len())
+            .filter(|&index| !self.processes[index].up)
+            .collect();
+        for &process in &down {
+            self.schedule_event(now_ms, WorldEvent::Restart { process });
+        }
+        self.schedule_event(now_ms + OPERATOR_DELAY_MS, WorldEvent::OperatorRequeue);
+        if !self.sender.streams().is_empty() {
+            self.schedule_event(
+                now_ms + OPERATOR_DELAY_MS,
+                WorldEvent::OperatorRedeliver { round: 1 },
+            );
+        }
+        let heal = Happening::Heal {
+            restarting: down.len(),
+        };
+        self.trace.push(self.step, now_ms, Actor::World, heal);
+    }
+}
