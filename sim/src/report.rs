@@ -8,6 +8,7 @@
 //! Files are written atomically (a temporary file in the same directory, renamed into place),
 //! so a CI system never picks up half a report.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -157,118 +158,145 @@ fn one_decimal(value: f64) -> f64 {
 
 /// The JSON summary: one object, fields in a fixed order, failures sorted by seed.
 pub fn json_report(summary: &SweepSummary) -> String {
-    #[derive(Serialize)]
-    struct JsonShard {
-        index: u64,
-        count: u64,
-    }
+    serde_json::to_string_pretty(&JsonReport::of(summary)).expect("the report is plain data") + "\n"
+}
 
-    #[derive(Serialize)]
-    struct JsonFailure<'a> {
-        seed: u64,
-        invariant: &'a str,
-        kind: &'a str,
-        step: Option<u64>,
-        virtual_time_ms: Option<i64>,
-        virtual_time: Option<String>,
-        message: &'a str,
-        seed_file: Option<&'a str>,
-        replay: &'a str,
-    }
+/// The JSON summary's layout. serde writes fields in the order they are declared here, which is
+/// the order scripts and people reading the file have always seen; a field changes meaning or
+/// goes away only with [`JSON_FORMAT_VERSION`].
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    format_version: u32,
+    system: &'a str,
+    first_seed: u64,
+    seeds: u64,
+    seed_range: String,
+    shard: Option<JsonShard>,
+    backend: &'a str,
+    jobs: usize,
+    check_determinism: bool,
+    time_budget_s: Option<u64>,
+    seeds_planned: u64,
+    seeds_run: u64,
+    stopped_by_time_budget: bool,
+    interrupted: bool,
+    passed: bool,
+    failing_seeds: usize,
+    steps: u64,
+    wall_s: f64,
+    seeds_per_second: f64,
+    first_failing_seed: Option<u64>,
+    seeds_to_first_failure: Option<u64>,
+    time_to_first_failure_s: Option<f64>,
+    failures: Vec<JsonFailure<'a>>,
+    errors: Vec<&'a SeedError>,
+    coverage: JsonCoverage<'a>,
+}
 
-    #[derive(Serialize)]
-    struct JsonCoverage<'a> {
-        seeds: u64,
-        faults_fired: &'a std::collections::BTreeMap<String, FaultTally>,
-        situations: &'a std::collections::BTreeMap<String, Tally>,
-        never_reached: Vec<&'static str>,
-        never_fired: Vec<String>,
-        warnings: Vec<String>,
-        notes: Vec<String>,
-    }
+/// The shard a sweep ran, as an object rather than `S/N` text, so scripts need not parse it.
+#[derive(Serialize)]
+struct JsonShard {
+    index: u64,
+    count: u64,
+}
 
-    #[derive(Serialize)]
-    struct JsonReport<'a> {
-        format_version: u32,
-        system: &'a str,
-        first_seed: u64,
-        seeds: u64,
-        seed_range: String,
-        shard: Option<JsonShard>,
-        backend: &'a str,
-        jobs: usize,
-        check_determinism: bool,
-        time_budget_s: Option<u64>,
-        seeds_planned: u64,
-        seeds_run: u64,
-        stopped_by_time_budget: bool,
-        interrupted: bool,
-        passed: bool,
-        failing_seeds: usize,
-        steps: u64,
-        wall_s: f64,
-        seeds_per_second: f64,
-        first_failing_seed: Option<u64>,
-        seeds_to_first_failure: Option<u64>,
-        time_to_first_failure_s: Option<f64>,
-        failures: Vec<JsonFailure<'a>>,
-        errors: Vec<&'a SeedError>,
-        coverage: JsonCoverage<'a>,
-    }
+/// One failure as the JSON summary states it: the [`FailedSeed`] plus its virtual time written
+/// out, the way the printed summary and the trace show it.
+#[derive(Serialize)]
+struct JsonFailure<'a> {
+    seed: u64,
+    invariant: &'a str,
+    kind: &'a str,
+    step: Option<u64>,
+    virtual_time_ms: Option<i64>,
+    virtual_time: Option<String>,
+    message: &'a str,
+    seed_file: Option<&'a str>,
+    replay: &'a str,
+}
 
-    let report = JsonReport {
-        format_version: JSON_FORMAT_VERSION,
-        system: &summary.system,
-        first_seed: summary.first_seed,
-        seeds: summary.seeds,
-        seed_range: summary.range(),
-        shard: summary.shard.map(|shard| JsonShard {
-            index: shard.index,
-            count: shard.count,
-        }),
-        backend: &summary.backend,
-        jobs: summary.jobs,
-        check_determinism: summary.check_determinism,
-        time_budget_s: summary.time_budget_s,
-        seeds_planned: summary.seeds_planned,
-        seeds_run: summary.seeds_run,
-        stopped_by_time_budget: summary.seeds_run < summary.seeds_planned && !summary.interrupted,
-        interrupted: summary.interrupted,
-        passed: summary.passed(),
-        failing_seeds: summary.failing_seeds(),
-        steps: summary.steps,
-        wall_s: seconds(summary.wall_ms),
-        seeds_per_second: one_decimal(summary.seeds_per_second()),
-        first_failing_seed: summary.first_failure.map(|first| first.seed),
-        seeds_to_first_failure: summary.first_failure.map(|first| first.seeds_until),
-        time_to_first_failure_s: summary.first_failure.map(|first| seconds(first.wall_ms)),
-        failures: summary
-            .sorted_failures()
-            .into_iter()
-            .map(|failure| JsonFailure {
-                seed: failure.seed,
-                invariant: &failure.invariant,
-                kind: &failure.kind,
-                step: failure.step,
-                virtual_time_ms: failure.virtual_time_ms,
-                virtual_time: failure.virtual_time_ms.map(format_time_ms),
-                message: &failure.message,
-                seed_file: failure.seed_file.as_deref(),
-                replay: &failure.replay,
-            })
-            .collect(),
-        errors: summary.sorted_errors(),
-        coverage: JsonCoverage {
-            seeds: summary.coverage.seeds,
-            faults_fired: &summary.coverage.faults_fired,
-            situations: &summary.coverage.situations,
-            never_reached: summary.coverage.never_reached(),
-            never_fired: summary.coverage.never_fired(),
-            warnings: summary.coverage.warnings(),
-            notes: summary.coverage.notes(),
-        },
-    };
-    serde_json::to_string_pretty(&report).expect("the report is plain data") + "\n"
+/// The sweep's coverage with the lists a reader asks for (never reached, never fired) worked
+/// out, so scripts need not know every situation and fault model.
+#[derive(Serialize)]
+struct JsonCoverage<'a> {
+    seeds: u64,
+    faults_fired: &'a BTreeMap<String, FaultTally>,
+    situations: &'a BTreeMap<String, Tally>,
+    never_reached: Vec<&'static str>,
+    never_fired: Vec<String>,
+    warnings: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl<'a> JsonReport<'a> {
+    /// Everything the summary says, with the figures derived from it (pass or fail, rates, how
+    /// the sweep stopped) worked out once, here.
+    fn of(summary: &'a SweepSummary) -> JsonReport<'a> {
+        JsonReport {
+            format_version: JSON_FORMAT_VERSION,
+            system: &summary.system,
+            first_seed: summary.first_seed,
+            seeds: summary.seeds,
+            seed_range: summary.range(),
+            shard: summary.shard.map(|shard| JsonShard {
+                index: shard.index,
+                count: shard.count,
+            }),
+            backend: &summary.backend,
+            jobs: summary.jobs,
+            check_determinism: summary.check_determinism,
+            time_budget_s: summary.time_budget_s,
+            seeds_planned: summary.seeds_planned,
+            seeds_run: summary.seeds_run,
+            stopped_by_time_budget: summary.seeds_run < summary.seeds_planned && !summary.interrupted,
+            interrupted: summary.interrupted,
+            passed: summary.passed(),
+            failing_seeds: summary.failing_seeds(),
+            steps: summary.steps,
+            wall_s: seconds(summary.wall_ms),
+            seeds_per_second: one_decimal(summary.seeds_per_second()),
+            first_failing_seed: summary.first_failure.map(|first| first.seed),
+            seeds_to_first_failure: summary.first_failure.map(|first| first.seeds_until),
+            time_to_first_failure_s: summary.first_failure.map(|first| seconds(first.wall_ms)),
+            failures: summary
+                .sorted_failures()
+                .into_iter()
+                .map(JsonFailure::of)
+                .collect(),
+            errors: summary.sorted_errors(),
+            coverage: JsonCoverage::of(&summary.coverage),
+        }
+    }
+}
+
+impl<'a> JsonFailure<'a> {
+    fn of(failure: &'a FailedSeed) -> JsonFailure<'a> {
+        JsonFailure {
+            seed: failure.seed,
+            invariant: &failure.invariant,
+            kind: &failure.kind,
+            step: failure.step,
+            virtual_time_ms: failure.virtual_time_ms,
+            virtual_time: failure.virtual_time_ms.map(format_time_ms),
+            message: &failure.message,
+            seed_file: failure.seed_file.as_deref(),
+            replay: &failure.replay,
+        }
+    }
+}
+
+impl<'a> JsonCoverage<'a> {
+    fn of(coverage: &'a SweepCoverage) -> JsonCoverage<'a> {
+        JsonCoverage {
+            seeds: coverage.seeds,
+            faults_fired: &coverage.faults_fired,
+            situations: &coverage.situations,
+            never_reached: coverage.never_reached(),
+            never_fired: coverage.never_fired(),
+            warnings: coverage.warnings(),
+            notes: coverage.notes(),
+        }
+    }
 }
 
 /// The JUnit XML report: one test suite holding a test case for the sweep as a whole (failing
