@@ -1725,7 +1725,68 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
     let tone = tone.name();
     let fill = format!("f t-{tone}");
     let stroke = format!("s t-{tone}");
-    let cross = |size: i64, class: &str| {
+    let at = Centre { x, y };
+    match kind {
+        Kind::Emit => at.circle("3", &stroke),
+        Kind::Deliver => at.triangle_down(&fill),
+        Kind::DeliveryLost | Kind::AnswerLost => at.cross(3, "s t-bad x"),
+        Kind::Crash => at.cross(4, "s t-bad crash"),
+        Kind::AttemptTimedOut => at.circle("3", "s t-warn"),
+        Kind::SenderGot | Kind::Reply => at.circle("2.5", &fill),
+        Kind::Answer => at.square(3, &fill),
+        Kind::AnswerSent => at.circle("1.5", &fill),
+        Kind::Transaction | Kind::Read => at.circle("1.5", "f t-neutral"),
+        Kind::Write => at.square(2, &fill),
+        Kind::Commit => at.square(3, "f t-db"),
+        Kind::Rollback => at.square(3, "s t-warn"),
+        Kind::SqlError => at.triangle_up("f t-warn"),
+        Kind::LeaseClaim => at.diamond(4, &fill),
+        Kind::LeaseExtend | Kind::Backoff => at.diamond(3, &stroke),
+        Kind::Done | Kind::Dead => at.diamond(4, &fill),
+        Kind::Call => at.circle("3", &fill),
+        Kind::Provider if tone == "effect" => at.square(4, &fill),
+        Kind::Provider => at.square(3, &fill),
+        Kind::KeyExpiry => at.hourglass("f t-bad expiry"),
+        Kind::Restart => at.restart_bar(),
+        Kind::Pause => at.pause_bars(),
+        Kind::ClockJump => at.clock(),
+        Kind::Purge => at.bin(),
+        Kind::Operator => at.plus(),
+        Kind::Log => at.circle("2", "s t-neutral"),
+        Kind::Wake | Kind::Sleep | Kind::Quiet => at.circle("1", "f t-neutral"),
+        Kind::Other => at.square(3, "s t-neutral"),
+    }
+}
+
+/// The centre a mark is drawn around, in the chart's pixels. Each method draws one shape of the
+/// legend there; `class` gives the shape its colour and whether it is filled or outlined. The
+/// shapes whose colour never changes (restart, pause, clock, bin, plus) carry their own class.
+#[derive(Clone, Copy)]
+struct Centre {
+    x: i64,
+    y: i64,
+}
+
+impl Centre {
+    fn circle(self, radius: &str, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!("<circle class=\"{class}\" cx=\"{x}\" cy=\"{y}\" r=\"{radius}\"/>")
+    }
+
+    /// A square `2 * half` pixels wide.
+    fn square(self, half: i64, class: &str) -> String {
+        rect(
+            class,
+            self.x - half,
+            self.y - half,
+            &(2 * half).to_string(),
+            &(2 * half).to_string(),
+        )
+    }
+
+    /// An X whose arms reach `size` pixels from the centre each way.
+    fn cross(self, size: i64, class: &str) -> String {
+        let Centre { x, y } = self;
         format!(
             "<path class=\"{class}\" d=\"M{} {}L{} {}M{} {}L{} {}\"/>",
             x - size,
@@ -1737,17 +1798,11 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
             x + size,
             y - size
         )
-    };
-    let square = |half: i64, class: &str| {
-        format!(
-            "<rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            x - half,
-            y - half,
-            2 * half,
-            2 * half
-        )
-    };
-    let diamond = |size: i64, class: &str| {
+    }
+
+    /// A diamond whose corners are `size` pixels from the centre.
+    fn diamond(self, size: i64, class: &str) -> String {
+        let Centre { x, y } = self;
         format!(
             "<path class=\"{class}\" d=\"M{x} {}L{} {y}L{x} {}L{} {y}Z\"/>",
             y - size,
@@ -1755,46 +1810,39 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
             y + size,
             x - size
         )
-    };
-    let circle = |radius: &str, class: &str| {
-        format!("<circle class=\"{class}\" cx=\"{x}\" cy=\"{y}\" r=\"{radius}\"/>")
-    };
-    match kind {
-        Kind::Emit => circle("3", &stroke),
-        Kind::Deliver => format!(
-            "<path class=\"{fill}\" d=\"M{} {}L{} {}L{x} {}Z\"/>",
+    }
+
+    /// A triangle pointing down, as a delivery arrives on a lane.
+    fn triangle_down(self, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!(
+            "<path class=\"{class}\" d=\"M{} {}L{} {}L{x} {}Z\"/>",
             x - 4,
             y - 3,
             x + 4,
             y - 3,
             y + 4
-        ),
-        Kind::DeliveryLost | Kind::AnswerLost => cross(3, "s t-bad x"),
-        Kind::Crash => cross(4, "s t-bad crash"),
-        Kind::AttemptTimedOut => circle("3", "s t-warn"),
-        Kind::SenderGot | Kind::Reply => circle("2.5", &fill),
-        Kind::Answer => square(3, &fill),
-        Kind::AnswerSent => circle("1.5", &fill),
-        Kind::Transaction | Kind::Read => circle("1.5", "f t-neutral"),
-        Kind::Write => square(2, &fill),
-        Kind::Commit => square(3, "f t-db"),
-        Kind::Rollback => square(3, "s t-warn"),
-        Kind::SqlError => format!(
-            "<path class=\"f t-warn\" d=\"M{x} {}L{} {}L{} {}Z\"/>",
+        )
+    }
+
+    /// A triangle pointing up, the warning sign of a failed statement.
+    fn triangle_up(self, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!(
+            "<path class=\"{class}\" d=\"M{x} {}L{} {}L{} {}Z\"/>",
             y - 3,
             x + 3,
             y + 3,
             x - 3,
             y + 3
-        ),
-        Kind::LeaseClaim => diamond(4, &fill),
-        Kind::LeaseExtend | Kind::Backoff => diamond(3, &stroke),
-        Kind::Done | Kind::Dead => diamond(4, &fill),
-        Kind::Call => circle("3", &fill),
-        Kind::Provider if tone == "effect" => square(4, &fill),
-        Kind::Provider => square(3, &fill),
-        Kind::KeyExpiry => format!(
-            "<path class=\"f t-bad expiry\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"/>",
+        )
+    }
+
+    /// An hourglass: time ran out for a key.
+    fn hourglass(self, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!(
+            "<path class=\"{class}\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"/>",
             x - 3,
             y - 3,
             x + 3,
@@ -1803,42 +1851,47 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
             y + 3,
             x + 3,
             y + 3
-        ),
-        Kind::Restart => format!(
-            "<rect class=\"f t-good\" x=\"{}\" y=\"{}\" width=\"3\" height=\"16\"/>",
-            x - 1,
-            y - 8
-        ),
-        Kind::Pause => format!(
-            "<rect class=\"f t-warn\" x=\"{}\" y=\"{}\" width=\"2\" height=\"8\"/><rect class=\"f t-warn\" x=\"{}\" y=\"{}\" width=\"2\" height=\"8\"/>",
-            x - 3,
-            y - 4,
-            x + 1,
-            y - 4
-        ),
-        Kind::ClockJump => format!(
+        )
+    }
+
+    /// A tall green bar across the lane, where a process came back.
+    fn restart_bar(self) -> String {
+        rect("f t-good", self.x - 1, self.y - 8, "3", "16")
+    }
+
+    /// Two upright bars, as on a pause button.
+    fn pause_bars(self) -> String {
+        let Centre { x, y } = self;
+        rect("f t-warn", x - 3, y - 4, "2", "8") + &rect("f t-warn", x + 1, y - 4, "2", "8")
+    }
+
+    /// A clock face with its hands.
+    fn clock(self) -> String {
+        let Centre { x, y } = self;
+        format!(
             "<circle class=\"s t-info\" cx=\"{x}\" cy=\"{y}\" r=\"3.5\"/><path class=\"s t-info\" d=\"M{x} {}L{x} {y}L{} {y}\"/>",
             y - 3,
             x + 2
-        ),
-        Kind::Purge => format!(
-            "<rect class=\"f t-purge\" x=\"{}\" y=\"{}\" width=\"6\" height=\"7\"/><rect class=\"f t-purge\" x=\"{}\" y=\"{}\" width=\"8\" height=\"1.5\"/>",
-            x - 3,
-            y - 2,
-            x - 4,
-            y - 4
-        ),
-        Kind::Operator => format!(
-            "<rect class=\"f t-neutral\" x=\"{}\" y=\"{}\" width=\"8\" height=\"2\"/><rect class=\"f t-neutral\" x=\"{}\" y=\"{}\" width=\"2\" height=\"8\"/>",
-            x - 4,
-            y - 1,
-            x - 1,
-            y - 4
-        ),
-        Kind::Log => circle("2", "s t-neutral"),
-        Kind::Wake | Kind::Sleep | Kind::Quiet => circle("1", "f t-neutral"),
-        Kind::Other => square(3, "s t-neutral"),
+        )
     }
+
+    /// A bin with its lid, where receipts were purged.
+    fn bin(self) -> String {
+        let Centre { x, y } = self;
+        rect("f t-purge", x - 3, y - 2, "6", "7") + &rect("f t-purge", x - 4, y - 4, "8", "1.5")
+    }
+
+    /// A plus, where the operator stepped in.
+    fn plus(self) -> String {
+        let Centre { x, y } = self;
+        rect("f t-neutral", x - 4, y - 1, "8", "2") + &rect("f t-neutral", x - 1, y - 4, "2", "8")
+    }
+}
+
+/// One SVG `<rect>` with its top left corner at (`x`, `y`); sizes are text because some are
+/// fractional.
+fn rect(class: &str, x: i64, y: i64, width: &str, height: &str) -> String {
+    format!("<rect class=\"{class}\" x=\"{x}\" y=\"{y}\" width=\"{width}\" height=\"{height}\"/>")
 }
 
 fn write_axes(page: &mut String, reading: &Reading, layout: &Layout) {
@@ -2520,6 +2573,8 @@ mod tests {
     }
 
     #[test]
+    // One trace of messages, calls and faults and the marks it must give: one story, read top to bottom.
+    #[allow(clippy::too_many_lines)]
     fn messages_calls_and_faults_get_their_marks() {
         let deliver = |how, arrival| Happening::Deliver {
             event_id: "evt-1".into(),
