@@ -32,7 +32,9 @@
 //! same trace always gives the same bytes), reference any external resource (no URL, stylesheet,
 //! font or script from elsewhere), panic on a line it does not understand (such a line is kept
 //! as an "other" mark), or let trace text reach the page unescaped. It never runs or changes a
-//! simulation; it only reads the lines a run left.
+//! simulation; it only reads the lines a run left. The page's stylesheet and script are the files
+//! `timeline/style.css` and `timeline/page.js` beside this one, compiled in and written inline, so
+//! that the page still stands alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -1306,6 +1308,14 @@ fn short_time(time_ms: i64) -> String {
 
 // ----- Writing the page -----
 
+/// The page's stylesheet. The file keeps a group of rules a line, for editing; the page carries
+/// it on one line (see [`write_style`]).
+const STYLE: &str = include_str!("timeline/style.css");
+
+/// Scrolls the chart to the failing step when the page opens. Without scripting the page is
+/// complete; the link in the verdict does the same.
+const SCRIPT: &str = include_str!("timeline/page.js");
+
 /// Escapes text for HTML and SVG, in element content and in quoted attributes alike. Control
 /// characters other than tab and newline cannot appear in a document and become U+FFFD.
 fn escape(text: &str) -> String {
@@ -1339,9 +1349,11 @@ pub fn render(title: &str, steps: &[TraceStep], failure: Option<&Failure>) -> St
         page,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>commitgap timeline: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
+         <title>commitgap timeline: {}</title>\n",
         escape(title)
     );
+    write_style(&mut page);
+    page.push_str("</head>\n<body>\n");
     write_header(&mut page, title, &reading);
     write_verdict(&mut page, &reading);
     write_chart(&mut page, &reading, &layout);
@@ -1349,9 +1361,19 @@ pub fn render(title: &str, steps: &[TraceStep], failure: Option<&Failure>) -> St
     write_moments(&mut page, &reading);
     write_evidence_lines(&mut page, &reading);
     write_unreadable(&mut page, &reading);
-    page.push_str(SCRIPT);
+    let _ = write!(page, "<script>\n{SCRIPT}</script>\n");
     page.push_str("</body>\n</html>\n");
     page
+}
+
+/// The stylesheet inline, its lines joined: CSS means the same with or without line breaks
+/// between rules, and the page keeps the one-line `<style>` it has always had.
+fn write_style(page: &mut String) {
+    page.push_str("<style>");
+    for line in STYLE.lines() {
+        page.push_str(line);
+    }
+    page.push_str("</style>\n");
 }
 
 fn write_header(page: &mut String, title: &str, reading: &Reading) {
@@ -2208,57 +2230,6 @@ fn write_unreadable(page: &mut String, reading: &Reading) {
     }
     page.push_str("</pre>\n</section>\n");
 }
-
-const STYLE: &str = "\
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 1.5em 2em;color:#1f2937;background:#fff}\
-h1{font-size:1.35em;margin:.8em 0 .2em}h2{font-size:1.1em;margin:1.2em 0 .4em}h3{font-size:1em;margin:.8em 0 .3em}\
-code,pre{font:12px/1.4 ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace}\
-.setup{margin:.2em 0;color:#4b5563}.stats{margin:.2em 0}\
-.tally{list-style:none;padding:0;margin:.3em 0;display:flex;flex-wrap:wrap;gap:.3em 1.2em}\
-.verdict{border-left:6px solid #16a34a;background:#f0fdf4;padding:.4em 1em;margin:1em 0}\
-.verdict.failed{border-color:#dc2626;background:#fef2f2}.verdict h2{margin:.3em 0}\
-.verdict .invariant{color:#b91c1c}.verdict .kind{font-weight:normal;color:#6b7280;font-size:.85em}\
-.evidence{font:13px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fff;border:1px solid #fecaca;padding:.5em .7em;white-space:pre-wrap;word-break:break-word}\
-.how{color:#4b5563;max-width:70em}\
-.chart{display:flex;border:1px solid #d1d5db;background:#fff}\
-.labels{flex:none;border-right:1px solid #d1d5db}\
-.scroll{overflow-x:auto;flex:1 1 auto}\
-.lane-even{fill:#f9fafb}.lane-odd{fill:#f1f5f9}\
-.lane-name{font:600 12px system-ui,sans-serif;fill:#111827}.lane-sub{font:10px system-ui,sans-serif;fill:#6b7280}\
-.axis-name{font:10px system-ui,sans-serif;fill:#6b7280}\
-.phase-liveness{fill:#0ea5e9;opacity:.06}\
-.jump rect,.jump-swatch{fill:#e2e8f0;opacity:.8}\
-.band-down{fill:#dc2626;opacity:.13}.band-paused{fill:#f59e0b;opacity:.55}\
-.failure-band{fill:#dc2626;opacity:.22}\
-.idle rect,.idle-swatch{fill:#cbd5e1}.idle-failing rect{fill:#fca5a5}\
-.heal line{stroke:#0891b2;stroke-width:2;stroke-dasharray:5 3}.heal text{font:600 11px system-ui,sans-serif;fill:#0e7490}\
-.failure-label{font:700 11px system-ui,sans-serif;fill:#b91c1c}\
-.link{stroke:#93c5fd;stroke-width:1}.link.lost{stroke:#ef4444;stroke-dasharray:2 2}.link-end{fill:#60a5fa}\
-.ring{fill:none;stroke:#dc2626;stroke-width:1.5}\
-.time-label,.step-label,.jump-label{font:10px system-ui,sans-serif;fill:#374151;text-anchor:middle}\
-.jump-label{fill:#6b7280}.tick{stroke:#9ca3af;stroke-width:1}\
-.mark-label{font:600 9px system-ui,sans-serif;fill:#0f766e}\
-.m:hover{opacity:.6}\
-.f{stroke:none}.s{fill:none;stroke-width:1.5}.x{stroke-width:2}.crash{stroke-width:2.5}\
-.f.t-neutral{fill:#6b7280}.s.t-neutral{stroke:#6b7280}\
-.f.t-info{fill:#2563eb}.s.t-info{stroke:#2563eb}\
-.f.t-good{fill:#16a34a}.s.t-good{stroke:#16a34a}\
-.f.t-warn{fill:#d97706}.s.t-warn{stroke:#d97706}\
-.f.t-bad{fill:#dc2626}.s.t-bad{stroke:#dc2626}\
-.f.t-effect{fill:#0d9488}.s.t-effect{stroke:#0d9488}\
-.f.t-lease{fill:#7c3aed}.s.t-lease{stroke:#7c3aed}\
-.f.t-db{fill:#111827}.s.t-db{stroke:#111827}\
-.f.t-purge{fill:#92400e}.expiry{fill:#9333ea}\
-.legend{list-style:none;padding:0;columns:2 26em}.legend li{margin:.15em 0}.legend svg{vertical-align:middle}\
-.moments{border-collapse:collapse}.moments td,.moments th{padding:.15em .7em;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}\
-.moments td:last-child{font:12px ui-monospace,Menlo,Consolas,monospace;word-break:break-word}\
-.moment-failure td{background:#fee2e2}.moment-heal td{background:#ecfeff}\
-.lines{background:#f8fafc;border:1px solid #e5e7eb;padding:.5em;overflow-x:auto}\
-";
-
-/// Scrolls the chart to the failing step when the page opens. Without scripting the page is
-/// complete; the link in the verdict does the same.
-const SCRIPT: &str = "<script>\n(function () {\n  var scroller = document.getElementById('chart-scroll');\n  var failure = document.getElementById('failure');\n  if (scroller && failure) {\n    var x = Number(failure.getAttribute('data-x'));\n    scroller.scrollLeft = Math.max(0, x - scroller.clientWidth * 0.6);\n  }\n})();\n</script>\n";
 
 #[cfg(test)]
 mod tests {
