@@ -1316,23 +1316,27 @@ const STYLE: &str = include_str!("timeline/style.css");
 /// complete; the link in the verdict does the same.
 const SCRIPT: &str = include_str!("timeline/page.js");
 
-/// Escapes text for HTML and SVG, in element content and in quoted attributes alike. Control
-/// characters other than tab and newline cannot appear in a document and become U+FFFD.
+/// Escapes text for HTML and SVG, in element content and in quoted attributes alike: html-escape's
+/// quoted-attribute encoder escapes `&`, `<`, `>` and both quotes, which is right in either place,
+/// so no call site can pick the wrong one of two escapers. Control characters other than tab and
+/// newline cannot appear in a document, so they become U+FFFD before escaping.
 fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            '\t' | '\n' => escaped.push(character),
-            _ if character.is_control() => escaped.push('\u{fffd}'),
-            _ => escaped.push(character),
-        }
+    let unprintable = |character: char| character.is_control() && !matches!(character, '\t' | '\n');
+    if text.contains(unprintable) {
+        let printable: String = text
+            .chars()
+            .map(|character| {
+                if unprintable(character) {
+                    '\u{fffd}'
+                } else {
+                    character
+                }
+            })
+            .collect();
+        html_escape::encode_quoted_attribute(&printable).into_owned()
+    } else {
+        html_escape::encode_quoted_attribute(text).into_owned()
     }
-    escaped
 }
 
 /// Renders a run's trace as one self-contained HTML page.
@@ -2425,7 +2429,7 @@ mod tests {
         for raw in ["<script>alert", "</title><b>", "<img src", "<b>&</b>", "<i>&</i>"] {
             assert!(!page.contains(raw), "{raw} reached the page unescaped");
         }
-        assert!(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quoted&#39;"));
+        assert!(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#x27;quoted&#x27;"));
         assert!(page.contains("2 effects &lt;b&gt;&amp;&lt;/b&gt; &quot;quoted&quot;"));
         assert!(page.contains("commitgap timeline: title &lt;i&gt;&amp;&lt;/i&gt;"));
         assert_eq!(escape("a\u{0}b\u{7}c\td\ne"), "a\u{fffd}b\u{fffd}c\td\ne");
