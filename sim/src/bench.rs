@@ -155,96 +155,141 @@ pub fn bench(
     options: &BenchOptions,
     on_progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<BenchReport, String> {
-    let started = Instant::now();
-    let next = AtomicU64::new(0);
-    let done = AtomicU64::new(0);
-    let failed = AtomicU64::new(0);
-    let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
-    let differences: Mutex<(Vec<String>, u64)> = Mutex::new((Vec::new(), 0));
-    let errors: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
+    let shared = Shared::new(options, on_progress);
     let jobs = options.jobs.max(1).min(options.seeds.max(1) as usize);
     let per_job: Vec<JobTotals> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..jobs)
-            .map(|_| {
-                scope.spawn(|| {
-                    crate::db::reusing_databases(|| {
-                        let mut totals = JobTotals::default();
-                        loop {
-                            let position = next.fetch_add(1, Ordering::Relaxed);
-                            if position >= options.seeds || !errors.lock().expect("no panics").is_empty() {
-                                break;
-                            }
-                            let seed = options.first_seed.wrapping_add(position);
-                            match measure_seed(options, seed, &mut totals) {
-                                Ok(measured) => {
-                                    if let Some(invariant) = measured.failed_invariant {
-                                        failed.fetch_add(1, Ordering::Relaxed);
-                                        failures.lock().expect("no panics").push((seed, invariant));
-                                    }
-                                    if !measured.differences.is_empty() {
-                                        let mut kept = differences.lock().expect("no panics");
-                                        kept.1 += measured.differences.len() as u64;
-                                        for difference in measured.differences {
-                                            if kept.0.len() < DIFFERENCES_KEPT {
-                                                kept.0.push(format!("seed {seed}: {difference}"));
-                                            }
-                                        }
-                                    }
-                                }
-                                Err(why) => errors.lock().expect("no panics").push((seed, why)),
-                            }
-                            let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            on_progress(&Progress {
-                                done: finished,
-                                failures: failed.load(Ordering::Relaxed),
-                                total: options.seeds,
-                                wall: started.elapsed(),
-                                time_budget: None,
-                            });
-                        }
-                        totals
-                    })
-                })
-            })
+            .map(|_| scope.spawn(|| crate::db::reusing_databases(|| shared.run_job())))
             .collect();
         workers
             .into_iter()
             .map(|worker| worker.join().expect("a bench job does not panic"))
             .collect()
     });
-    let mut errors = errors.into_inner().expect("threads have finished");
-    errors.sort();
-    if let Some((seed, why)) = errors.into_iter().next() {
-        return Err(format!("seed {seed} could not be measured: {why}"));
+    shared.into_report(&per_job)
+}
+
+/// What the bench jobs share while they run: the next seed to take, the counts that progress
+/// reports, and what the seeds found. Each job keeps its own times ([`JobTotals`]), so that
+/// nothing is locked while a seed is being timed.
+struct Shared<'a> {
+    options: &'a BenchOptions,
+    on_progress: &'a (dyn Fn(&Progress) + Sync),
+    started: Instant,
+    /// The position in the range of the next seed to take.
+    next: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicU64,
+    failures: Mutex<Vec<(u64, String)>>,
+    /// The first few differences described, and how many there were in all.
+    differences: Mutex<(Vec<String>, u64)>,
+    /// Seeds that could not be measured; the first one stops every job.
+    errors: Mutex<Vec<(u64, String)>>,
+}
+
+impl<'a> Shared<'a> {
+    fn new(options: &'a BenchOptions, on_progress: &'a (dyn Fn(&Progress) + Sync)) -> Shared<'a> {
+        Shared {
+            options,
+            on_progress,
+            started: Instant::now(),
+            next: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            failures: Mutex::new(Vec::new()),
+            differences: Mutex::new((Vec::new(), 0)),
+            errors: Mutex::new(Vec::new()),
+        }
     }
-    let mut failures = failures.into_inner().expect("threads have finished");
-    failures.sort();
-    let (differences, differences_total) = differences.into_inner().expect("threads have finished");
-    // Each job's rate, added up: the jobs ran side by side, so together they simulated this much
-    // per second, whatever the replays beside them took.
-    let rate = |count: fn(&JobTotals) -> u64| -> f64 {
-        per_job
-            .iter()
-            .filter(|totals| totals.simulated > Duration::ZERO)
-            .map(|totals| count(totals) as f64 / totals.simulated.as_secs_f64())
-            .sum()
-    };
-    Ok(BenchReport {
-        seeds: per_job.iter().map(|totals| totals.seeds).sum(),
-        steps: per_job.iter().map(|totals| totals.steps).sum(),
-        operations: per_job.iter().map(|totals| totals.operations).sum(),
-        simulated: per_job.iter().map(|totals| totals.simulated).sum(),
-        simulated_setup: per_job.iter().map(|totals| totals.simulated_setup).sum(),
-        replayed: per_job.iter().map(|totals| totals.replayed).sum(),
-        replay_setup: per_job.iter().map(|totals| totals.replay_setup).sum(),
-        steps_per_second: rate(|totals| totals.steps),
-        seeds_per_second: rate(|totals| totals.seeds),
-        wall: started.elapsed(),
-        failures,
-        differences,
-        differences_total,
-        peak_memory_bytes: peak_memory_bytes(),
-    })
+
+    /// One job: takes seeds until the range is done or some seed could not be measured (a bench
+    /// with a broken seed measures nothing worth reporting), measuring each and reporting
+    /// progress after it.
+    fn run_job(&self) -> JobTotals {
+        let mut totals = JobTotals::default();
+        loop {
+            let position = self.next.fetch_add(1, Ordering::Relaxed);
+            if position >= self.options.seeds || !self.errors.lock().expect("no panics").is_empty() {
+                break;
+            }
+            let seed = self.options.first_seed.wrapping_add(position);
+            let measured = measure_seed(self.options, seed, &mut totals);
+            self.record(seed, measured);
+            let finished = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+            (self.on_progress)(&Progress {
+                done: finished,
+                failures: self.failed.load(Ordering::Relaxed),
+                total: self.options.seeds,
+                wall: self.started.elapsed(),
+                time_budget: None,
+            });
+        }
+        totals
+    }
+
+    /// Keeps what one seed showed: the invariant it failed, the first few replay differences
+    /// (one is already a finding, so a handful is enough to read) with their total, or why it
+    /// could not be measured.
+    fn record(&self, seed: u64, measured: Result<SeedMeasured, String>) {
+        let measured = match measured {
+            Ok(measured) => measured,
+            Err(why) => {
+                self.errors.lock().expect("no panics").push((seed, why));
+                return;
+            }
+        };
+        if let Some(invariant) = measured.failed_invariant {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            self.failures.lock().expect("no panics").push((seed, invariant));
+        }
+        if !measured.differences.is_empty() {
+            let mut kept = self.differences.lock().expect("no panics");
+            kept.1 += measured.differences.len() as u64;
+            for difference in measured.differences {
+                if kept.0.len() < DIFFERENCES_KEPT {
+                    kept.0.push(format!("seed {seed}: {difference}"));
+                }
+            }
+        }
+    }
+
+    /// The report once every job has finished: the first seed in seed order that could not be
+    /// measured, if any, else the jobs' totals added up, with findings sorted by seed.
+    fn into_report(self, per_job: &[JobTotals]) -> Result<BenchReport, String> {
+        let mut errors = self.errors.into_inner().expect("threads have finished");
+        errors.sort();
+        if let Some((seed, why)) = errors.into_iter().next() {
+            return Err(format!("seed {seed} could not be measured: {why}"));
+        }
+        let mut failures = self.failures.into_inner().expect("threads have finished");
+        failures.sort();
+        let (differences, differences_total) = self.differences.into_inner().expect("threads have finished");
+        // Each job's rate, added up: the jobs ran side by side, so together they simulated this
+        // much per second, whatever the replays beside them took.
+        let rate = |count: fn(&JobTotals) -> u64| -> f64 {
+            per_job
+                .iter()
+                .filter(|totals| totals.simulated > Duration::ZERO)
+                .map(|totals| count(totals) as f64 / totals.simulated.as_secs_f64())
+                .sum()
+        };
+        Ok(BenchReport {
+            seeds: per_job.iter().map(|totals| totals.seeds).sum(),
+            steps: per_job.iter().map(|totals| totals.steps).sum(),
+            operations: per_job.iter().map(|totals| totals.operations).sum(),
+            simulated: per_job.iter().map(|totals| totals.simulated).sum(),
+            simulated_setup: per_job.iter().map(|totals| totals.simulated_setup).sum(),
+            replayed: per_job.iter().map(|totals| totals.replayed).sum(),
+            replay_setup: per_job.iter().map(|totals| totals.replay_setup).sum(),
+            steps_per_second: rate(|totals| totals.steps),
+            seeds_per_second: rate(|totals| totals.seeds),
+            wall: self.started.elapsed(),
+            failures,
+            differences,
+            differences_total,
+            peak_memory_bytes: peak_memory_bytes(),
+        })
+    }
 }
 
 /// What one seed showed besides its times.

@@ -5,11 +5,21 @@
 //! sweep, and return text; they do nothing else. They must not run seeds, read the clock or
 //! the environment, or reorder what they are given beyond sorting by seed: the same summary
 //! always gives the same bytes. Every failure they report carries the command that replays it.
+//! The JUnit file is written through quick-xml's writer, which escapes what the summary carries;
+//! a character that XML cannot carry at all becomes U+FFFD, so no text a system wrote can make
+//! the report unreadable.
 //! Files are written atomically (a temporary file in the same directory, renamed into place),
 //! so a CI system never picks up half a report.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io;
 use std::path::Path;
 
+use quick_xml::Writer;
+use quick_xml::events::attributes::Attribute;
+use quick_xml::events::{BytesDecl, BytesText, Event};
+use quick_xml::name::QName;
 use serde::Serialize;
 
 use crate::coverage::{FaultTally, SweepCoverage, Tally};
@@ -157,118 +167,145 @@ fn one_decimal(value: f64) -> f64 {
 
 /// The JSON summary: one object, fields in a fixed order, failures sorted by seed.
 pub fn json_report(summary: &SweepSummary) -> String {
-    #[derive(Serialize)]
-    struct JsonShard {
-        index: u64,
-        count: u64,
-    }
+    serde_json::to_string_pretty(&JsonReport::of(summary)).expect("the report is plain data") + "\n"
+}
 
-    #[derive(Serialize)]
-    struct JsonFailure<'a> {
-        seed: u64,
-        invariant: &'a str,
-        kind: &'a str,
-        step: Option<u64>,
-        virtual_time_ms: Option<i64>,
-        virtual_time: Option<String>,
-        message: &'a str,
-        seed_file: Option<&'a str>,
-        replay: &'a str,
-    }
+/// The JSON summary's layout. serde writes fields in the order they are declared here, which is
+/// the order scripts and people reading the file have always seen; a field changes meaning or
+/// goes away only with [`JSON_FORMAT_VERSION`].
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    format_version: u32,
+    system: &'a str,
+    first_seed: u64,
+    seeds: u64,
+    seed_range: String,
+    shard: Option<JsonShard>,
+    backend: &'a str,
+    jobs: usize,
+    check_determinism: bool,
+    time_budget_s: Option<u64>,
+    seeds_planned: u64,
+    seeds_run: u64,
+    stopped_by_time_budget: bool,
+    interrupted: bool,
+    passed: bool,
+    failing_seeds: usize,
+    steps: u64,
+    wall_s: f64,
+    seeds_per_second: f64,
+    first_failing_seed: Option<u64>,
+    seeds_to_first_failure: Option<u64>,
+    time_to_first_failure_s: Option<f64>,
+    failures: Vec<JsonFailure<'a>>,
+    errors: Vec<&'a SeedError>,
+    coverage: JsonCoverage<'a>,
+}
 
-    #[derive(Serialize)]
-    struct JsonCoverage<'a> {
-        seeds: u64,
-        faults_fired: &'a std::collections::BTreeMap<String, FaultTally>,
-        situations: &'a std::collections::BTreeMap<String, Tally>,
-        never_reached: Vec<&'static str>,
-        never_fired: Vec<String>,
-        warnings: Vec<String>,
-        notes: Vec<String>,
-    }
+/// The shard a sweep ran, as an object rather than `S/N` text, so scripts need not parse it.
+#[derive(Serialize)]
+struct JsonShard {
+    index: u64,
+    count: u64,
+}
 
-    #[derive(Serialize)]
-    struct JsonReport<'a> {
-        format_version: u32,
-        system: &'a str,
-        first_seed: u64,
-        seeds: u64,
-        seed_range: String,
-        shard: Option<JsonShard>,
-        backend: &'a str,
-        jobs: usize,
-        check_determinism: bool,
-        time_budget_s: Option<u64>,
-        seeds_planned: u64,
-        seeds_run: u64,
-        stopped_by_time_budget: bool,
-        interrupted: bool,
-        passed: bool,
-        failing_seeds: usize,
-        steps: u64,
-        wall_s: f64,
-        seeds_per_second: f64,
-        first_failing_seed: Option<u64>,
-        seeds_to_first_failure: Option<u64>,
-        time_to_first_failure_s: Option<f64>,
-        failures: Vec<JsonFailure<'a>>,
-        errors: Vec<&'a SeedError>,
-        coverage: JsonCoverage<'a>,
-    }
+/// One failure as the JSON summary states it: the [`FailedSeed`] plus its virtual time written
+/// out, the way the printed summary and the trace show it.
+#[derive(Serialize)]
+struct JsonFailure<'a> {
+    seed: u64,
+    invariant: &'a str,
+    kind: &'a str,
+    step: Option<u64>,
+    virtual_time_ms: Option<i64>,
+    virtual_time: Option<String>,
+    message: &'a str,
+    seed_file: Option<&'a str>,
+    replay: &'a str,
+}
 
-    let report = JsonReport {
-        format_version: JSON_FORMAT_VERSION,
-        system: &summary.system,
-        first_seed: summary.first_seed,
-        seeds: summary.seeds,
-        seed_range: summary.range(),
-        shard: summary.shard.map(|shard| JsonShard {
-            index: shard.index,
-            count: shard.count,
-        }),
-        backend: &summary.backend,
-        jobs: summary.jobs,
-        check_determinism: summary.check_determinism,
-        time_budget_s: summary.time_budget_s,
-        seeds_planned: summary.seeds_planned,
-        seeds_run: summary.seeds_run,
-        stopped_by_time_budget: summary.seeds_run < summary.seeds_planned && !summary.interrupted,
-        interrupted: summary.interrupted,
-        passed: summary.passed(),
-        failing_seeds: summary.failing_seeds(),
-        steps: summary.steps,
-        wall_s: seconds(summary.wall_ms),
-        seeds_per_second: one_decimal(summary.seeds_per_second()),
-        first_failing_seed: summary.first_failure.map(|first| first.seed),
-        seeds_to_first_failure: summary.first_failure.map(|first| first.seeds_until),
-        time_to_first_failure_s: summary.first_failure.map(|first| seconds(first.wall_ms)),
-        failures: summary
-            .sorted_failures()
-            .into_iter()
-            .map(|failure| JsonFailure {
-                seed: failure.seed,
-                invariant: &failure.invariant,
-                kind: &failure.kind,
-                step: failure.step,
-                virtual_time_ms: failure.virtual_time_ms,
-                virtual_time: failure.virtual_time_ms.map(format_time_ms),
-                message: &failure.message,
-                seed_file: failure.seed_file.as_deref(),
-                replay: &failure.replay,
-            })
-            .collect(),
-        errors: summary.sorted_errors(),
-        coverage: JsonCoverage {
-            seeds: summary.coverage.seeds,
-            faults_fired: &summary.coverage.faults_fired,
-            situations: &summary.coverage.situations,
-            never_reached: summary.coverage.never_reached(),
-            never_fired: summary.coverage.never_fired(),
-            warnings: summary.coverage.warnings(),
-            notes: summary.coverage.notes(),
-        },
-    };
-    serde_json::to_string_pretty(&report).expect("the report is plain data") + "\n"
+/// The sweep's coverage with the lists a reader asks for (never reached, never fired) worked
+/// out, so scripts need not know every situation and fault model.
+#[derive(Serialize)]
+struct JsonCoverage<'a> {
+    seeds: u64,
+    faults_fired: &'a BTreeMap<String, FaultTally>,
+    situations: &'a BTreeMap<String, Tally>,
+    never_reached: Vec<&'static str>,
+    never_fired: Vec<String>,
+    warnings: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl<'a> JsonReport<'a> {
+    /// Everything the summary says, with the figures derived from it (pass or fail, rates, how
+    /// the sweep stopped) worked out once, here.
+    fn of(summary: &'a SweepSummary) -> JsonReport<'a> {
+        JsonReport {
+            format_version: JSON_FORMAT_VERSION,
+            system: &summary.system,
+            first_seed: summary.first_seed,
+            seeds: summary.seeds,
+            seed_range: summary.range(),
+            shard: summary.shard.map(|shard| JsonShard {
+                index: shard.index,
+                count: shard.count,
+            }),
+            backend: &summary.backend,
+            jobs: summary.jobs,
+            check_determinism: summary.check_determinism,
+            time_budget_s: summary.time_budget_s,
+            seeds_planned: summary.seeds_planned,
+            seeds_run: summary.seeds_run,
+            stopped_by_time_budget: summary.seeds_run < summary.seeds_planned && !summary.interrupted,
+            interrupted: summary.interrupted,
+            passed: summary.passed(),
+            failing_seeds: summary.failing_seeds(),
+            steps: summary.steps,
+            wall_s: seconds(summary.wall_ms),
+            seeds_per_second: one_decimal(summary.seeds_per_second()),
+            first_failing_seed: summary.first_failure.map(|first| first.seed),
+            seeds_to_first_failure: summary.first_failure.map(|first| first.seeds_until),
+            time_to_first_failure_s: summary.first_failure.map(|first| seconds(first.wall_ms)),
+            failures: summary
+                .sorted_failures()
+                .into_iter()
+                .map(JsonFailure::of)
+                .collect(),
+            errors: summary.sorted_errors(),
+            coverage: JsonCoverage::of(&summary.coverage),
+        }
+    }
+}
+
+impl<'a> JsonFailure<'a> {
+    fn of(failure: &'a FailedSeed) -> JsonFailure<'a> {
+        JsonFailure {
+            seed: failure.seed,
+            invariant: &failure.invariant,
+            kind: &failure.kind,
+            step: failure.step,
+            virtual_time_ms: failure.virtual_time_ms,
+            virtual_time: failure.virtual_time_ms.map(format_time_ms),
+            message: &failure.message,
+            seed_file: failure.seed_file.as_deref(),
+            replay: &failure.replay,
+        }
+    }
+}
+
+impl<'a> JsonCoverage<'a> {
+    fn of(coverage: &'a SweepCoverage) -> JsonCoverage<'a> {
+        JsonCoverage {
+            seeds: coverage.seeds,
+            faults_fired: &coverage.faults_fired,
+            situations: &coverage.situations,
+            never_reached: coverage.never_reached(),
+            never_fired: coverage.never_fired(),
+            warnings: coverage.warnings(),
+            notes: coverage.notes(),
+        }
+    }
 }
 
 /// The JUnit XML report: one test suite holding a test case for the sweep as a whole (failing
@@ -276,33 +313,146 @@ pub fn json_report(summary: &SweepSummary) -> String {
 /// invariant, its text the evidence and the replay command) and one per seed that could not
 /// run (an `<error>`).
 pub fn junit_report(summary: &SweepSummary) -> String {
-    let failures = summary.sorted_failures();
-    let errors = summary.sorted_errors();
-    let sweep_failed = !summary.passed();
-    let tests = 1 + failures.len() + errors.len();
-    let failure_cases = failures.len() + usize::from(sweep_failed && !failures.is_empty());
-    let error_cases = errors.len() + usize::from(sweep_failed && failures.is_empty());
-    let wall_s = format!("{:.3}", seconds(summary.wall_ms));
-    let classname = attribute(&summary.system);
+    // Two spaces a level, one element a line; text stays on its element's line, so the
+    // evidence reads back exactly as it was given.
+    let mut writer = Writer::new_with_indent(Vec::new(), b' ', 2);
+    write_junit(&mut writer, summary).expect("writing into memory does not fail");
+    let mut xml = String::from_utf8(writer.into_inner()).expect("everything written was UTF-8");
+    // The writer stops after the last tag; a text file ends with a line break.
+    xml.push('\n');
+    xml
+}
 
-    let mut xml = String::new();
-    xml.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    xml.push_str(&format!(
-        "<testsuites name=\"commitgap\" tests=\"{tests}\" failures=\"{failure_cases}\" errors=\"{error_cases}\" time=\"{wall_s}\">\n"
-    ));
+/// What every part of the JUnit report is written through.
+type XmlWriter = Writer<Vec<u8>>;
+
+/// The counts that `<testsuites>` and `<testsuite>` both carry, as attribute values.
+struct JunitCounts {
+    tests: String,
+    failures: String,
+    errors: String,
+    /// The sweep's wall time in seconds.
+    time: String,
+}
+
+impl JunitCounts {
+    /// A failing sweep's own case counts besides its seeds' cases: as a failure when some seed
+    /// failed, as an error when seeds only could not run. The totals then match the `<failure>`
+    /// and `<error>` elements a reader counts.
+    fn of(summary: &SweepSummary) -> JunitCounts {
+        let failures = summary.failures.len();
+        let errors = summary.errors.len();
+        let sweep_failed = !summary.passed();
+        JunitCounts {
+            tests: (1 + failures + errors).to_string(),
+            failures: (failures + usize::from(sweep_failed && failures > 0)).to_string(),
+            errors: (errors + usize::from(sweep_failed && failures == 0)).to_string(),
+            time: format!("{:.3}", seconds(summary.wall_ms)),
+        }
+    }
+}
+
+/// The document: the XML declaration, then `<testsuites>` around the sweep's one `<testsuite>`.
+fn write_junit(writer: &mut XmlWriter, summary: &SweepSummary) -> io::Result<()> {
+    let counts = JunitCounts::of(summary);
     let suite_name = format!("commitgap sweep {} {}", summary.system, summary.sweep_case_name());
-    xml.push_str(&format!(
-        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failure_cases}\" errors=\"{error_cases}\" skipped=\"0\" time=\"{wall_s}\">\n",
-        attribute(&suite_name)
-    ));
-    xml.push_str("    <properties>\n");
+    writer.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+    writer
+        .create_element("testsuites")
+        .with_attributes(attributes(&[
+            ("name", "commitgap"),
+            ("tests", &counts.tests),
+            ("failures", &counts.failures),
+            ("errors", &counts.errors),
+            ("time", &counts.time),
+        ]))
+        .write_inner_content(|writer| {
+            writer
+                .create_element("testsuite")
+                .with_attributes(attributes(&[
+                    ("name", &suite_name),
+                    ("tests", &counts.tests),
+                    ("failures", &counts.failures),
+                    ("errors", &counts.errors),
+                    ("skipped", "0"),
+                    ("time", &counts.time),
+                ]))
+                .write_inner_content(|writer| write_suite(writer, summary, &counts.time))?;
+            Ok(())
+        })?;
+    Ok(())
+}
+
+/// The suite's content: its properties, the sweep's own case, then a case per failing seed and
+/// one per seed that could not run, each in seed order.
+fn write_suite(writer: &mut XmlWriter, summary: &SweepSummary, wall_s: &str) -> io::Result<()> {
+    write_properties(writer, summary)?;
+    let classname = summary.system.as_str();
+    let verdict = sweep_verdict(summary);
+    let sweep_outcome = (!summary.passed()).then(|| CaseOutcome {
+        element: if summary.failures.is_empty() {
+            "error"
+        } else {
+            "failure"
+        },
+        message: &verdict,
+        kind: "sweep",
+        details: sweep_details(summary),
+    });
+    write_case(
+        writer,
+        &[
+            ("classname", classname),
+            ("name", &summary.sweep_case_name()),
+            ("time", wall_s),
+        ],
+        sweep_outcome.as_ref(),
+    )?;
+    for failure in summary.sorted_failures() {
+        let name = if failure.kind == "determinism" {
+            format!("seed {} determinism", failure.seed)
+        } else {
+            format!("seed {}", failure.seed)
+        };
+        let outcome = CaseOutcome {
+            element: "failure",
+            message: &failure.invariant,
+            kind: &failure.kind,
+            details: failure_details(failure),
+        };
+        write_case(
+            writer,
+            &[("classname", classname), ("name", &name)],
+            Some(&outcome),
+        )?;
+    }
+    for error in summary.sorted_errors() {
+        let outcome = CaseOutcome {
+            element: "error",
+            message: "could not run",
+            kind: "error",
+            details: format!("{}\nreproduce: {}", error.message, error.replay),
+        };
+        let name = format!("seed {}", error.seed);
+        write_case(
+            writer,
+            &[("classname", classname), ("name", &name)],
+            Some(&outcome),
+        )?;
+    }
+    Ok(())
+}
+
+/// The suite's `<properties>`: how the sweep was run and what it reached, for a reader who has
+/// only the report.
+fn write_properties(writer: &mut XmlWriter, summary: &SweepSummary) -> io::Result<()> {
     let shard = summary
         .shard
         .map_or_else(|| "none".to_owned(), |shard| shard.to_string());
     let budget = summary
         .time_budget_s
         .map_or_else(|| "none".to_owned(), |budget_s| format!("{budget_s} s"));
-    for (name, value) in [
+    let properties = [
         ("system", summary.system.clone()),
         ("seed_range", summary.range()),
         ("shard", shard),
@@ -325,52 +475,100 @@ pub fn junit_report(summary: &SweepSummary) -> String {
             "coverage_faults_never_fired",
             names_or_none(&summary.coverage.never_fired()),
         ),
-    ] {
-        xml.push_str(&format!(
-            "      <property name=\"{name}\" value=\"{}\"/>\n",
-            attribute(&value)
-        ));
-    }
-    xml.push_str("    </properties>\n");
+    ];
+    writer
+        .create_element("properties")
+        .write_inner_content(|writer| {
+            for (name, value) in &properties {
+                writer
+                    .create_element("property")
+                    .with_attributes(attributes(&[("name", name), ("value", value)]))
+                    .write_empty()?;
+            }
+            Ok(())
+        })?;
+    Ok(())
+}
 
-    xml.push_str(&format!(
-        "    <testcase classname=\"{classname}\" name=\"{}\" time=\"{wall_s}\"",
-        attribute(&summary.sweep_case_name())
-    ));
-    if sweep_failed {
-        let element = if failures.is_empty() { "error" } else { "failure" };
-        xml.push_str(&format!(
-            ">\n      <{element} message=\"{}\" type=\"sweep\">{}</{element}>\n    </testcase>\n",
-            attribute(&sweep_verdict(summary)),
-            text(&sweep_details(summary))
-        ));
+/// Why a test case did not pass, written as a `<failure>` or an `<error>` inside it.
+struct CaseOutcome<'a> {
+    /// `failure` for a problem found, `error` for a seed (or sweep) that could not run.
+    element: &'static str,
+    /// The one line a CI system shows for the case.
+    message: &'a str,
+    /// The `type` attribute: what kind of problem it is.
+    kind: &'a str,
+    /// The element's text: the evidence and the command that reproduces it.
+    details: String,
+}
+
+/// One `<testcase>` with the attributes in `case`: empty when it passed, else holding its outcome.
+fn write_case(
+    writer: &mut XmlWriter,
+    case: &[(&'static str, &str)],
+    outcome: Option<&CaseOutcome<'_>>,
+) -> io::Result<()> {
+    let element = writer
+        .create_element("testcase")
+        .with_attributes(attributes(case));
+    let Some(outcome) = outcome else {
+        element.write_empty()?;
+        return Ok(());
+    };
+    element.write_inner_content(|writer| {
+        writer
+            .create_element(outcome.element)
+            .with_attributes(attributes(&[
+                ("message", outcome.message),
+                ("type", outcome.kind),
+            ]))
+            .write_text_content(BytesText::new(&xml_chars(&outcome.details)))?;
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Attributes with their values escaped. quick-xml escapes the markup characters (`&`, `<`,
+/// `>` and both quotes); tabs and line breaks become character references as well, because an
+/// XML reader turns them into spaces inside an attribute, and an invariant's name or a system's
+/// should read back as it was given.
+fn attributes(pairs: &[(&'static str, &str)]) -> Vec<Attribute<'static>> {
+    pairs
+        .iter()
+        .map(|&(key, value)| {
+            let escaped = quick_xml::escape::escape(xml_chars(value))
+                .replace('\t', "&#9;")
+                .replace('\n', "&#10;")
+                .replace('\r', "&#13;");
+            Attribute {
+                key: QName(key.as_bytes()),
+                value: Cow::Owned(escaped.into_bytes()),
+            }
+        })
+        .collect()
+}
+
+/// `value` with each character that XML 1.0 cannot carry at all, not even as a character
+/// reference, replaced by U+FFFD: the control characters other than tab, line feed and carriage
+/// return, and U+FFFE and U+FFFF. Evidence quotes whatever a system wrote, and one such character
+/// would make a CI system reject the whole report.
+fn xml_chars(value: &str) -> Cow<'_, str> {
+    let unfit = |character: char| {
+        matches!(
+            character,
+            '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}'
+        )
+    };
+    if value.contains(unfit) {
+        Cow::Owned(
+            value
+                .chars()
+                .map(|character| if unfit(character) { '\u{fffd}' } else { character })
+                .collect(),
+        )
     } else {
-        xml.push_str("/>\n");
+        Cow::Borrowed(value)
     }
-
-    for failure in &failures {
-        let name = if failure.kind == "determinism" {
-            format!("seed {} determinism", failure.seed)
-        } else {
-            format!("seed {}", failure.seed)
-        };
-        xml.push_str(&format!(
-            "    <testcase classname=\"{classname}\" name=\"{}\">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
-            attribute(&name),
-            attribute(&failure.invariant),
-            attribute(&failure.kind),
-            text(&failure_details(failure))
-        ));
-    }
-    for error in &errors {
-        xml.push_str(&format!(
-            "    <testcase classname=\"{classname}\" name=\"{}\">\n      <error message=\"could not run\" type=\"error\">{}</error>\n    </testcase>\n",
-            attribute(&format!("seed {}", error.seed)),
-            text(&format!("{}\nreproduce: {}", error.message, error.replay))
-        ));
-    }
-    xml.push_str("  </testsuite>\n</testsuites>\n");
-    xml
 }
 
 /// `9 of 10`: how many of the situations the sweep reached.
@@ -456,38 +654,6 @@ pub fn first_failure_line(first: &FirstFailureSummary) -> String {
     )
 }
 
-/// Escapes text for an XML attribute value: markup characters and the whitespace that an
-/// attribute would otherwise fold into spaces.
-pub fn attribute(value: &str) -> String {
-    escape(value, true)
-}
-
-/// Escapes text for XML element content.
-pub fn text(value: &str) -> String {
-    escape(value, false)
-}
-
-fn escape(value: &str, in_attribute: bool) -> String {
-    let mut escaped = String::with_capacity(value.len());
-    for character in value.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&apos;"),
-            '\n' if in_attribute => escaped.push_str("&#10;"),
-            '\r' if in_attribute => escaped.push_str("&#13;"),
-            '\t' if in_attribute => escaped.push_str("&#9;"),
-            '\n' | '\r' | '\t' => escaped.push(character),
-            // XML 1.0 cannot carry these at all, not even as character references.
-            '\u{0}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}' => escaped.push('\u{fffd}'),
-            _ => escaped.push(character),
-        }
-    }
-    escaped
-}
-
 /// Checks, before a long sweep starts, that a report can later be written to `path` (see
 /// [`files::check_writable_file`]). Errors are one line.
 pub fn check_report_path(path: &Path) -> Result<(), String> {
@@ -547,14 +713,18 @@ mod tests {
 
     #[test]
     fn escaping_covers_markup_quotes_newlines_and_control_characters() {
-        assert_eq!(
-            text("a < b && c > \"d\" 'e'"),
-            "a &lt; b &amp;&amp; c &gt; &quot;d&quot; &apos;e&apos;"
+        let mut marked_up = failure(2, "a < b && c > \"d\" 'e'\nbell\u{7} ]]>");
+        marked_up.invariant = "line\nnext\tx\ry".to_owned();
+        let xml = junit_report(&summary(vec![marked_up]));
+        assert!(
+            xml.contains("a &lt; b &amp;&amp; c &gt; &quot;d&quot; &apos;e&apos;\nbell\u{fffd} ]]&gt;"),
+            "markup is escaped, line breaks kept in text, control characters replaced: {xml}"
         );
-        assert_eq!(text("line\nnext"), "line\nnext");
-        assert_eq!(attribute("line\nnext\tx\ry"), "line&#10;next&#9;x&#13;y");
-        assert_eq!(text("bell\u{7}"), "bell\u{fffd}");
-        assert_eq!(text("]]>"), "]]&gt;");
+        assert!(
+            xml.contains("message=\"line&#10;next&#9;x&#13;y\""),
+            "whitespace in an attribute is written as references: {xml}"
+        );
+        assert!(!xml.contains('\u{7}'), "{xml}");
     }
 
     #[test]

@@ -32,7 +32,9 @@
 //! same trace always gives the same bytes), reference any external resource (no URL, stylesheet,
 //! font or script from elsewhere), panic on a line it does not understand (such a line is kept
 //! as an "other" mark), or let trace text reach the page unescaped. It never runs or changes a
-//! simulation; it only reads the lines a run left.
+//! simulation; it only reads the lines a run left. The page's stylesheet and script are the files
+//! `timeline/style.css` and `timeline/page.js` beside this one, compiled in and written inline, so
+//! that the page still stands alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -1306,23 +1308,35 @@ fn short_time(time_ms: i64) -> String {
 
 // ----- Writing the page -----
 
-/// Escapes text for HTML and SVG, in element content and in quoted attributes alike. Control
-/// characters other than tab and newline cannot appear in a document and become U+FFFD.
+/// The page's stylesheet. The file keeps a group of rules a line, for editing; the page carries
+/// it on one line (see [`write_style`]).
+const STYLE: &str = include_str!("timeline/style.css");
+
+/// Scrolls the chart to the failing step when the page opens. Without scripting the page is
+/// complete; the link in the verdict does the same.
+const SCRIPT: &str = include_str!("timeline/page.js");
+
+/// Escapes text for HTML and SVG, in element content and in quoted attributes alike: html-escape's
+/// quoted-attribute encoder escapes `&`, `<`, `>` and both quotes, which is right in either place,
+/// so no call site can pick the wrong one of two escapers. Control characters other than tab and
+/// newline cannot appear in a document, so they become U+FFFD before escaping.
 fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            '\t' | '\n' => escaped.push(character),
-            _ if character.is_control() => escaped.push('\u{fffd}'),
-            _ => escaped.push(character),
-        }
+    let unprintable = |character: char| character.is_control() && !matches!(character, '\t' | '\n');
+    if text.contains(unprintable) {
+        let printable: String = text
+            .chars()
+            .map(|character| {
+                if unprintable(character) {
+                    '\u{fffd}'
+                } else {
+                    character
+                }
+            })
+            .collect();
+        html_escape::encode_quoted_attribute(&printable).into_owned()
+    } else {
+        html_escape::encode_quoted_attribute(text).into_owned()
     }
-    escaped
 }
 
 /// Renders a run's trace as one self-contained HTML page.
@@ -1339,9 +1353,11 @@ pub fn render(title: &str, steps: &[TraceStep], failure: Option<&Failure>) -> St
         page,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>commitgap timeline: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
+         <title>commitgap timeline: {}</title>\n",
         escape(title)
     );
+    write_style(&mut page);
+    page.push_str("</head>\n<body>\n");
     write_header(&mut page, title, &reading);
     write_verdict(&mut page, &reading);
     write_chart(&mut page, &reading, &layout);
@@ -1349,9 +1365,19 @@ pub fn render(title: &str, steps: &[TraceStep], failure: Option<&Failure>) -> St
     write_moments(&mut page, &reading);
     write_evidence_lines(&mut page, &reading);
     write_unreadable(&mut page, &reading);
-    page.push_str(SCRIPT);
+    let _ = write!(page, "<script>\n{SCRIPT}</script>\n");
     page.push_str("</body>\n</html>\n");
     page
+}
+
+/// The stylesheet inline, its lines joined: CSS means the same with or without line breaks
+/// between rules, and the page keeps the one-line `<style>` it has always had.
+fn write_style(page: &mut String) {
+    page.push_str("<style>");
+    for line in STYLE.lines() {
+        page.push_str(line);
+    }
+    page.push_str("</style>\n");
 }
 
 fn write_header(page: &mut String, title: &str, reading: &Reading) {
@@ -1725,7 +1751,68 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
     let tone = tone.name();
     let fill = format!("f t-{tone}");
     let stroke = format!("s t-{tone}");
-    let cross = |size: i64, class: &str| {
+    let at = Centre { x, y };
+    match kind {
+        Kind::Emit => at.circle("3", &stroke),
+        Kind::Deliver => at.triangle_down(&fill),
+        Kind::DeliveryLost | Kind::AnswerLost => at.cross(3, "s t-bad x"),
+        Kind::Crash => at.cross(4, "s t-bad crash"),
+        Kind::AttemptTimedOut => at.circle("3", "s t-warn"),
+        Kind::SenderGot | Kind::Reply => at.circle("2.5", &fill),
+        Kind::Answer => at.square(3, &fill),
+        Kind::AnswerSent => at.circle("1.5", &fill),
+        Kind::Transaction | Kind::Read => at.circle("1.5", "f t-neutral"),
+        Kind::Write => at.square(2, &fill),
+        Kind::Commit => at.square(3, "f t-db"),
+        Kind::Rollback => at.square(3, "s t-warn"),
+        Kind::SqlError => at.triangle_up("f t-warn"),
+        Kind::LeaseClaim => at.diamond(4, &fill),
+        Kind::LeaseExtend | Kind::Backoff => at.diamond(3, &stroke),
+        Kind::Done | Kind::Dead => at.diamond(4, &fill),
+        Kind::Call => at.circle("3", &fill),
+        Kind::Provider if tone == "effect" => at.square(4, &fill),
+        Kind::Provider => at.square(3, &fill),
+        Kind::KeyExpiry => at.hourglass("f t-bad expiry"),
+        Kind::Restart => at.restart_bar(),
+        Kind::Pause => at.pause_bars(),
+        Kind::ClockJump => at.clock(),
+        Kind::Purge => at.bin(),
+        Kind::Operator => at.plus(),
+        Kind::Log => at.circle("2", "s t-neutral"),
+        Kind::Wake | Kind::Sleep | Kind::Quiet => at.circle("1", "f t-neutral"),
+        Kind::Other => at.square(3, "s t-neutral"),
+    }
+}
+
+/// The centre a mark is drawn around, in the chart's pixels. Each method draws one shape of the
+/// legend there; `class` gives the shape its colour and whether it is filled or outlined. The
+/// shapes whose colour never changes (restart, pause, clock, bin, plus) carry their own class.
+#[derive(Clone, Copy)]
+struct Centre {
+    x: i64,
+    y: i64,
+}
+
+impl Centre {
+    fn circle(self, radius: &str, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!("<circle class=\"{class}\" cx=\"{x}\" cy=\"{y}\" r=\"{radius}\"/>")
+    }
+
+    /// A square `2 * half` pixels wide.
+    fn square(self, half: i64, class: &str) -> String {
+        rect(
+            class,
+            self.x - half,
+            self.y - half,
+            &(2 * half).to_string(),
+            &(2 * half).to_string(),
+        )
+    }
+
+    /// An X whose arms reach `size` pixels from the centre each way.
+    fn cross(self, size: i64, class: &str) -> String {
+        let Centre { x, y } = self;
         format!(
             "<path class=\"{class}\" d=\"M{} {}L{} {}M{} {}L{} {}\"/>",
             x - size,
@@ -1737,17 +1824,11 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
             x + size,
             y - size
         )
-    };
-    let square = |half: i64, class: &str| {
-        format!(
-            "<rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            x - half,
-            y - half,
-            2 * half,
-            2 * half
-        )
-    };
-    let diamond = |size: i64, class: &str| {
+    }
+
+    /// A diamond whose corners are `size` pixels from the centre.
+    fn diamond(self, size: i64, class: &str) -> String {
+        let Centre { x, y } = self;
         format!(
             "<path class=\"{class}\" d=\"M{x} {}L{} {y}L{x} {}L{} {y}Z\"/>",
             y - size,
@@ -1755,46 +1836,39 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
             y + size,
             x - size
         )
-    };
-    let circle = |radius: &str, class: &str| {
-        format!("<circle class=\"{class}\" cx=\"{x}\" cy=\"{y}\" r=\"{radius}\"/>")
-    };
-    match kind {
-        Kind::Emit => circle("3", &stroke),
-        Kind::Deliver => format!(
-            "<path class=\"{fill}\" d=\"M{} {}L{} {}L{x} {}Z\"/>",
+    }
+
+    /// A triangle pointing down, as a delivery arrives on a lane.
+    fn triangle_down(self, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!(
+            "<path class=\"{class}\" d=\"M{} {}L{} {}L{x} {}Z\"/>",
             x - 4,
             y - 3,
             x + 4,
             y - 3,
             y + 4
-        ),
-        Kind::DeliveryLost | Kind::AnswerLost => cross(3, "s t-bad x"),
-        Kind::Crash => cross(4, "s t-bad crash"),
-        Kind::AttemptTimedOut => circle("3", "s t-warn"),
-        Kind::SenderGot | Kind::Reply => circle("2.5", &fill),
-        Kind::Answer => square(3, &fill),
-        Kind::AnswerSent => circle("1.5", &fill),
-        Kind::Transaction | Kind::Read => circle("1.5", "f t-neutral"),
-        Kind::Write => square(2, &fill),
-        Kind::Commit => square(3, "f t-db"),
-        Kind::Rollback => square(3, "s t-warn"),
-        Kind::SqlError => format!(
-            "<path class=\"f t-warn\" d=\"M{x} {}L{} {}L{} {}Z\"/>",
+        )
+    }
+
+    /// A triangle pointing up, the warning sign of a failed statement.
+    fn triangle_up(self, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!(
+            "<path class=\"{class}\" d=\"M{x} {}L{} {}L{} {}Z\"/>",
             y - 3,
             x + 3,
             y + 3,
             x - 3,
             y + 3
-        ),
-        Kind::LeaseClaim => diamond(4, &fill),
-        Kind::LeaseExtend | Kind::Backoff => diamond(3, &stroke),
-        Kind::Done | Kind::Dead => diamond(4, &fill),
-        Kind::Call => circle("3", &fill),
-        Kind::Provider if tone == "effect" => square(4, &fill),
-        Kind::Provider => square(3, &fill),
-        Kind::KeyExpiry => format!(
-            "<path class=\"f t-bad expiry\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"/>",
+        )
+    }
+
+    /// An hourglass: time ran out for a key.
+    fn hourglass(self, class: &str) -> String {
+        let Centre { x, y } = self;
+        format!(
+            "<path class=\"{class}\" d=\"M{} {}L{} {}L{} {}L{} {}Z\"/>",
             x - 3,
             y - 3,
             x + 3,
@@ -1803,42 +1877,47 @@ fn glyph_svg(kind: Kind, tone: Tone, x: i64, y: i64) -> String {
             y + 3,
             x + 3,
             y + 3
-        ),
-        Kind::Restart => format!(
-            "<rect class=\"f t-good\" x=\"{}\" y=\"{}\" width=\"3\" height=\"16\"/>",
-            x - 1,
-            y - 8
-        ),
-        Kind::Pause => format!(
-            "<rect class=\"f t-warn\" x=\"{}\" y=\"{}\" width=\"2\" height=\"8\"/><rect class=\"f t-warn\" x=\"{}\" y=\"{}\" width=\"2\" height=\"8\"/>",
-            x - 3,
-            y - 4,
-            x + 1,
-            y - 4
-        ),
-        Kind::ClockJump => format!(
+        )
+    }
+
+    /// A tall green bar across the lane, where a process came back.
+    fn restart_bar(self) -> String {
+        rect("f t-good", self.x - 1, self.y - 8, "3", "16")
+    }
+
+    /// Two upright bars, as on a pause button.
+    fn pause_bars(self) -> String {
+        let Centre { x, y } = self;
+        rect("f t-warn", x - 3, y - 4, "2", "8") + &rect("f t-warn", x + 1, y - 4, "2", "8")
+    }
+
+    /// A clock face with its hands.
+    fn clock(self) -> String {
+        let Centre { x, y } = self;
+        format!(
             "<circle class=\"s t-info\" cx=\"{x}\" cy=\"{y}\" r=\"3.5\"/><path class=\"s t-info\" d=\"M{x} {}L{x} {y}L{} {y}\"/>",
             y - 3,
             x + 2
-        ),
-        Kind::Purge => format!(
-            "<rect class=\"f t-purge\" x=\"{}\" y=\"{}\" width=\"6\" height=\"7\"/><rect class=\"f t-purge\" x=\"{}\" y=\"{}\" width=\"8\" height=\"1.5\"/>",
-            x - 3,
-            y - 2,
-            x - 4,
-            y - 4
-        ),
-        Kind::Operator => format!(
-            "<rect class=\"f t-neutral\" x=\"{}\" y=\"{}\" width=\"8\" height=\"2\"/><rect class=\"f t-neutral\" x=\"{}\" y=\"{}\" width=\"2\" height=\"8\"/>",
-            x - 4,
-            y - 1,
-            x - 1,
-            y - 4
-        ),
-        Kind::Log => circle("2", "s t-neutral"),
-        Kind::Wake | Kind::Sleep | Kind::Quiet => circle("1", "f t-neutral"),
-        Kind::Other => square(3, "s t-neutral"),
+        )
     }
+
+    /// A bin with its lid, where receipts were purged.
+    fn bin(self) -> String {
+        let Centre { x, y } = self;
+        rect("f t-purge", x - 3, y - 2, "6", "7") + &rect("f t-purge", x - 4, y - 4, "8", "1.5")
+    }
+
+    /// A plus, where the operator stepped in.
+    fn plus(self) -> String {
+        let Centre { x, y } = self;
+        rect("f t-neutral", x - 4, y - 1, "8", "2") + &rect("f t-neutral", x - 1, y - 4, "2", "8")
+    }
+}
+
+/// One SVG `<rect>` with its top left corner at (`x`, `y`); sizes are text because some are
+/// fractional.
+fn rect(class: &str, x: i64, y: i64, width: &str, height: &str) -> String {
+    format!("<rect class=\"{class}\" x=\"{x}\" y=\"{y}\" width=\"{width}\" height=\"{height}\"/>")
 }
 
 fn write_axes(page: &mut String, reading: &Reading, layout: &Layout) {
@@ -2156,57 +2235,6 @@ fn write_unreadable(page: &mut String, reading: &Reading) {
     page.push_str("</pre>\n</section>\n");
 }
 
-const STYLE: &str = "\
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 1.5em 2em;color:#1f2937;background:#fff}\
-h1{font-size:1.35em;margin:.8em 0 .2em}h2{font-size:1.1em;margin:1.2em 0 .4em}h3{font-size:1em;margin:.8em 0 .3em}\
-code,pre{font:12px/1.4 ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace}\
-.setup{margin:.2em 0;color:#4b5563}.stats{margin:.2em 0}\
-.tally{list-style:none;padding:0;margin:.3em 0;display:flex;flex-wrap:wrap;gap:.3em 1.2em}\
-.verdict{border-left:6px solid #16a34a;background:#f0fdf4;padding:.4em 1em;margin:1em 0}\
-.verdict.failed{border-color:#dc2626;background:#fef2f2}.verdict h2{margin:.3em 0}\
-.verdict .invariant{color:#b91c1c}.verdict .kind{font-weight:normal;color:#6b7280;font-size:.85em}\
-.evidence{font:13px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fff;border:1px solid #fecaca;padding:.5em .7em;white-space:pre-wrap;word-break:break-word}\
-.how{color:#4b5563;max-width:70em}\
-.chart{display:flex;border:1px solid #d1d5db;background:#fff}\
-.labels{flex:none;border-right:1px solid #d1d5db}\
-.scroll{overflow-x:auto;flex:1 1 auto}\
-.lane-even{fill:#f9fafb}.lane-odd{fill:#f1f5f9}\
-.lane-name{font:600 12px system-ui,sans-serif;fill:#111827}.lane-sub{font:10px system-ui,sans-serif;fill:#6b7280}\
-.axis-name{font:10px system-ui,sans-serif;fill:#6b7280}\
-.phase-liveness{fill:#0ea5e9;opacity:.06}\
-.jump rect,.jump-swatch{fill:#e2e8f0;opacity:.8}\
-.band-down{fill:#dc2626;opacity:.13}.band-paused{fill:#f59e0b;opacity:.55}\
-.failure-band{fill:#dc2626;opacity:.22}\
-.idle rect,.idle-swatch{fill:#cbd5e1}.idle-failing rect{fill:#fca5a5}\
-.heal line{stroke:#0891b2;stroke-width:2;stroke-dasharray:5 3}.heal text{font:600 11px system-ui,sans-serif;fill:#0e7490}\
-.failure-label{font:700 11px system-ui,sans-serif;fill:#b91c1c}\
-.link{stroke:#93c5fd;stroke-width:1}.link.lost{stroke:#ef4444;stroke-dasharray:2 2}.link-end{fill:#60a5fa}\
-.ring{fill:none;stroke:#dc2626;stroke-width:1.5}\
-.time-label,.step-label,.jump-label{font:10px system-ui,sans-serif;fill:#374151;text-anchor:middle}\
-.jump-label{fill:#6b7280}.tick{stroke:#9ca3af;stroke-width:1}\
-.mark-label{font:600 9px system-ui,sans-serif;fill:#0f766e}\
-.m:hover{opacity:.6}\
-.f{stroke:none}.s{fill:none;stroke-width:1.5}.x{stroke-width:2}.crash{stroke-width:2.5}\
-.f.t-neutral{fill:#6b7280}.s.t-neutral{stroke:#6b7280}\
-.f.t-info{fill:#2563eb}.s.t-info{stroke:#2563eb}\
-.f.t-good{fill:#16a34a}.s.t-good{stroke:#16a34a}\
-.f.t-warn{fill:#d97706}.s.t-warn{stroke:#d97706}\
-.f.t-bad{fill:#dc2626}.s.t-bad{stroke:#dc2626}\
-.f.t-effect{fill:#0d9488}.s.t-effect{stroke:#0d9488}\
-.f.t-lease{fill:#7c3aed}.s.t-lease{stroke:#7c3aed}\
-.f.t-db{fill:#111827}.s.t-db{stroke:#111827}\
-.f.t-purge{fill:#92400e}.expiry{fill:#9333ea}\
-.legend{list-style:none;padding:0;columns:2 26em}.legend li{margin:.15em 0}.legend svg{vertical-align:middle}\
-.moments{border-collapse:collapse}.moments td,.moments th{padding:.15em .7em;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}\
-.moments td:last-child{font:12px ui-monospace,Menlo,Consolas,monospace;word-break:break-word}\
-.moment-failure td{background:#fee2e2}.moment-heal td{background:#ecfeff}\
-.lines{background:#f8fafc;border:1px solid #e5e7eb;padding:.5em;overflow-x:auto}\
-";
-
-/// Scrolls the chart to the failing step when the page opens. Without scripting the page is
-/// complete; the link in the verdict does the same.
-const SCRIPT: &str = "<script>\n(function () {\n  var scroller = document.getElementById('chart-scroll');\n  var failure = document.getElementById('failure');\n  if (scroller && failure) {\n    var x = Number(failure.getAttribute('data-x'));\n    scroller.scrollLeft = Math.max(0, x - scroller.clientWidth * 0.6);\n  }\n})();\n</script>\n";
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -2401,7 +2429,7 @@ mod tests {
         for raw in ["<script>alert", "</title><b>", "<img src", "<b>&</b>", "<i>&</i>"] {
             assert!(!page.contains(raw), "{raw} reached the page unescaped");
         }
-        assert!(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quoted&#39;"));
+        assert!(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#x27;quoted&#x27;"));
         assert!(page.contains("2 effects &lt;b&gt;&amp;&lt;/b&gt; &quot;quoted&quot;"));
         assert!(page.contains("commitgap timeline: title &lt;i&gt;&amp;&lt;/i&gt;"));
         assert_eq!(escape("a\u{0}b\u{7}c\td\ne"), "a\u{fffd}b\u{fffd}c\td\ne");
@@ -2520,6 +2548,8 @@ mod tests {
     }
 
     #[test]
+    // One trace of messages, calls and faults and the marks it must give: one story, read top to bottom.
+    #[allow(clippy::too_many_lines)]
     fn messages_calls_and_faults_get_their_marks() {
         let deliver = |how, arrival| Happening::Deliver {
             event_id: "evt-1".into(),

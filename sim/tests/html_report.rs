@@ -267,6 +267,8 @@ fn as_text_node(text: &str) -> String {
 }
 
 #[test]
+// One page loaded once and read from top to bottom against its trace: lanes, verdict, marks, rows.
+#[allow(clippy::too_many_lines)]
 fn a_failing_seed_file_renders_in_a_browser_with_its_lanes_marks_and_failure() {
     let directory = scratch("failing");
     let page = directory.join("timeline.html");

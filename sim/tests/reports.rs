@@ -115,6 +115,8 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 #[test]
+// One sweep read end to end, the JSON file first and the JUnit file checked against it.
+#[allow(clippy::too_many_lines)]
 fn a_failing_sweep_writes_junit_and_json_that_agree() {
     let directory = scratch("failing");
     let junit_path = directory.join("reports").join("sweep.xml");
