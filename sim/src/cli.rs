@@ -375,25 +375,7 @@ fn find_backend(name: &str) -> Result<Backend, UsageError> {
 fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     let system = find_system(&args.system)?;
     let backend = find_backend(&args.backend)?;
-    if args.first_seed.checked_add(args.seeds - 1).is_none() {
-        return Err(UsageError(format!(
-            "--first-seed {} plus --seeds {} runs past the largest seed; lower one of them",
-            args.first_seed, args.seeds
-        )));
-    }
-    check_seed_directory(&args.seeds_dir)?;
-    // Checked before the sweep, so that a long run does not end in a report it cannot write.
-    for (flag, path) in report_paths(args) {
-        report::check_report_path(path).map_err(|why| report_path_error(flag, path, &why))?;
-    }
-    if let (Some(junit), Some(json)) = (&args.junit, &args.json)
-        && same_file(junit, json)
-    {
-        return Err(UsageError(format!(
-            "--junit and --json both name {}, and one report would replace the other; give each its own file",
-            json.display()
-        )));
-    }
+    check_sweep_args(args)?;
     let removed = files::remove_stale_temporaries(&args.seeds_dir);
     if removed > 0 {
         eprintln!(
@@ -449,21 +431,50 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     let summary = summarize(args, &announcer, &report, jobs);
     let code = sweep_exit_code(&summary, &report);
     print_closing_lines(args, &summary, &report, &findings, jobs);
+    write_reports(args, &summary, code);
+    Ok(code)
+}
+
+/// Checks what a sweep's arguments promise before any seed runs, so that a long run does not end
+/// in a report it cannot write.
+fn check_sweep_args(args: &SweepArgs) -> Result<(), UsageError> {
+    if args.first_seed.checked_add(args.seeds - 1).is_none() {
+        return Err(UsageError(format!(
+            "--first-seed {} plus --seeds {} runs past the largest seed; lower one of them",
+            args.first_seed, args.seeds
+        )));
+    }
+    check_seed_directory(&args.seeds_dir)?;
+    for (flag, path) in report_paths(args) {
+        report::check_report_path(path).map_err(|why| report_path_error(flag, path, &why))?;
+    }
+    if let (Some(junit), Some(json)) = (&args.junit, &args.json)
+        && same_file(junit, json)
+    {
+        return Err(UsageError(format!(
+            "--junit and --json both name {}, and one report would replace the other; give each its own file",
+            json.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the `--junit` and `--json` reports. The sweep's verdict stands when one cannot be
+/// written: that is said, not substituted.
+fn write_reports(args: &SweepArgs, summary: &SweepSummary, code: i32) {
     for (flag, path) in report_paths(args) {
         let contents = if flag == "--junit" {
-            report::junit_report(&summary)
+            report::junit_report(summary)
         } else {
-            report::json_report(&summary)
+            report::json_report(summary)
         };
         if let Err(why) = report::write_atomically(path, &contents) {
-            // The sweep's verdict stands; a report it could not write is said, not substituted.
             eprintln!(
                 "error: {flag} {} could not be written ({why}); the sweep's own result stands (exit {code})",
                 path.display()
             );
         }
     }
-    Ok(code)
 }
 
 /// Raises a stop flag on the first SIGINT or SIGTERM, so that a sweep stops handing out seeds,
@@ -635,14 +646,9 @@ fn shrink_found(
     }
 }
 
-/// The sweep's findings as the reports carry them, each with its final seed file and the one
-/// command that replays it.
-fn summarize(
-    args: &SweepArgs,
-    announcer: &Announcer<'_>,
-    report: &crate::sweep::SweepReport,
-    jobs: usize,
-) -> SweepSummary {
+/// Every failed seed of the sweep, in seed order: a divergence between two runs of one seed
+/// first, then its invariant failure or the bound it did not settle within.
+fn failed_seeds(announcer: &Announcer<'_>, report: &crate::sweep::SweepReport) -> Vec<FailedSeed> {
     let written = announcer.findings.written();
     let mut failed_seeds = Vec::new();
     for result in &report.failures {
@@ -695,6 +701,18 @@ fn summarize(
             });
         }
     }
+    failed_seeds
+}
+
+/// The sweep's findings as the reports carry them, each with its final seed file and the one
+/// command that replays it.
+fn summarize(
+    args: &SweepArgs,
+    announcer: &Announcer<'_>,
+    report: &crate::sweep::SweepReport,
+    jobs: usize,
+) -> SweepSummary {
+    let failed_seeds = failed_seeds(announcer, report);
     let seed_errors = report
         .errors
         .iter()
