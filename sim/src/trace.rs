@@ -14,6 +14,7 @@
 //! Nothing here may read the wall clock or the environment, and nothing here decides anything:
 //! a record depends on the run alone.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -339,6 +340,12 @@ pub struct TraceStep {
 /// The records of one run, and their digest.
 pub struct Trace {
     hasher: Sha256,
+    /// Each distinct statement text, numbered in the order the run first ran it. The digest
+    /// takes a statement's text the first time and its number after that: a run repeats a few
+    /// dozen statements thousands of times, and hashing their text each time was most of the
+    /// digest's cost. The numbering depends only on the order of texts, so it is as
+    /// deterministic as the run.
+    statements: BTreeMap<Arc<str>, u64>,
     /// The records, when someone will read them.
     kept: Option<Vec<TraceStep>>,
     /// The step being recorded.
@@ -352,6 +359,7 @@ impl Trace {
     pub fn new(keep: bool) -> Trace {
         Trace {
             hasher: Sha256::new(),
+            statements: BTreeMap::new(),
             kept: keep.then(Vec::new),
             current: None,
             happened: Vec::new(),
@@ -359,9 +367,16 @@ impl Trace {
         }
     }
 
+    fn feed(&mut self) -> Feed<'_> {
+        Feed {
+            hasher: &mut self.hasher,
+            statements: &mut self.statements,
+        }
+    }
+
     /// Starts recording step `step`, of `actor`, at `time_ms`.
     pub fn begin(&mut self, step: u64, time_ms: i64, actor: Actor) {
-        let mut feed = Feed(&mut self.hasher);
+        let mut feed = self.feed();
         feed.tag(b'S');
         feed.u64(step);
         feed.i64(time_ms);
@@ -372,7 +387,7 @@ impl Trace {
 
     /// Records one happening of the current step.
     pub fn record(&mut self, happening: Happening) {
-        happening.feed(&mut Feed(&mut self.hasher));
+        happening.feed(&mut self.feed());
         if self.kept.is_some() {
             self.happened.push(happening);
         }
@@ -389,7 +404,7 @@ impl Trace {
         injected: bool,
     ) {
         let outcome = SqlOutcomeRef::of(result, changes_rows);
-        feed_sql(&mut Feed(&mut self.hasher), statement, params, &outcome, injected);
+        feed_sql(&mut self.feed(), statement, params, &outcome, injected);
         if self.kept.is_some() {
             self.happened.push(Happening::Sql {
                 statement: Arc::clone(statement),
@@ -406,7 +421,7 @@ impl Trace {
         let Some((step, _, actor)) = self.current.take() else {
             return;
         };
-        let mut feed = Feed(&mut self.hasher);
+        let mut feed = self.feed();
         feed.tag(b'E');
         feed.i64(time_ms);
         self.count += 1;
@@ -454,19 +469,38 @@ impl Trace {
 /// Feeds a record's fields to the hasher in a fixed encoding: a tag byte per variant, integers
 /// little-endian, strings and lists prefixed with their length. Two records feed the same bytes
 /// exactly when they are equal.
-struct Feed<'a>(&'a mut Sha256);
+struct Feed<'a> {
+    hasher: &'a mut Sha256,
+    statements: &'a mut BTreeMap<Arc<str>, u64>,
+}
 
 impl Feed<'_> {
+    /// A statement's text the first time the run feeds it, its number after that.
+    fn statement(&mut self, statement: &Arc<str>) {
+        match self.statements.get(statement) {
+            Some(&number) => {
+                self.tag(b'#');
+                self.u64(number);
+            }
+            None => {
+                let number = self.statements.len() as u64;
+                self.statements.insert(Arc::clone(statement), number);
+                self.tag(b'"');
+                self.str(statement);
+            }
+        }
+    }
+
     fn tag(&mut self, tag: u8) {
-        self.0.update([tag]);
+        self.hasher.update([tag]);
     }
 
     fn u64(&mut self, value: u64) {
-        self.0.update(value.to_le_bytes());
+        self.hasher.update(value.to_le_bytes());
     }
 
     fn i64(&mut self, value: i64) {
-        self.0.update(value.to_le_bytes());
+        self.hasher.update(value.to_le_bytes());
     }
 
     fn usize(&mut self, value: usize) {
@@ -479,7 +513,7 @@ impl Feed<'_> {
 
     fn str(&mut self, value: &str) {
         self.usize(value.len());
-        self.0.update(value.as_bytes());
+        self.hasher.update(value.as_bytes());
     }
 
     fn value(&mut self, value: &Value) {
@@ -500,7 +534,7 @@ impl Feed<'_> {
             Value::Blob(bytes) => {
                 self.tag(4);
                 self.usize(bytes.len());
-                self.0.update(bytes);
+                self.hasher.update(bytes);
             }
         }
     }
@@ -632,13 +666,13 @@ impl<'a> SqlOutcomeRef<'a> {
 /// same bytes.
 fn feed_sql(
     feed: &mut Feed<'_>,
-    statement: &str,
+    statement: &Arc<str>,
     params: &[Value],
     outcome: &SqlOutcomeRef<'_>,
     injected: bool,
 ) {
     feed.tag(b'q');
-    feed.str(statement);
+    feed.statement(statement);
     feed.values(params);
     match outcome {
         SqlOutcomeRef::Done => feed.tag(0),
