@@ -215,6 +215,9 @@ pub enum Answer {
     Forbidden(String),
     /// 413: the body is over the size limit; it was neither verified nor read.
     TooLarge(String),
+    /// Any other status a handler answers with (500, 409, 429, ...), and why. The reference never
+    /// uses it; a team's own handler may. A 2xx status here is a success without a kind.
+    Other { status: u16, reason: String },
 }
 
 /// Which kind of success, for the trace.
@@ -238,19 +241,31 @@ impl Answer {
             Answer::Unauthorized(_) => 401,
             Answer::Forbidden(_) => 403,
             Answer::TooLarge(_) => 413,
+            Answer::Other { status, .. } => *status,
         }
     }
 
     pub fn is_success(&self) -> bool {
-        matches!(self, Answer::Success(_))
+        match self {
+            Answer::Success(_) => true,
+            Answer::Other { status, .. } => (200..300).contains(status),
+            _ => false,
+        }
     }
 
-    /// A 4xx: the delivery will never succeed as it is, so retrying it is pointless.
+    /// A 4xx: the delivery will never succeed as it is, so retrying it is pointless. The 4xx
+    /// statuses that ask for a later try (408 timeout, 409 conflict, 425 too early, 429 too many
+    /// requests) are not permanent.
     pub fn is_permanent_failure(&self) -> bool {
-        matches!(
-            self,
-            Answer::Rejected(_) | Answer::Unauthorized(_) | Answer::Forbidden(_) | Answer::TooLarge(_)
-        )
+        match self {
+            Answer::Rejected(_) | Answer::Unauthorized(_) | Answer::Forbidden(_) | Answer::TooLarge(_) => {
+                true
+            }
+            Answer::Other { status, .. } => {
+                (400..500).contains(status) && !matches!(status, 408 | 409 | 425 | 429)
+            }
+            Answer::Success(_) | Answer::RetryLater(_) => false,
+        }
     }
 
     /// Refused before the database: not authenticated, not authorized, or too large.
@@ -271,6 +286,7 @@ impl std::fmt::Display for Answer {
             Answer::Unauthorized(reason) => write!(f, "401 {reason}"),
             Answer::Forbidden(reason) => write!(f, "403 {reason}"),
             Answer::TooLarge(reason) => write!(f, "413 {reason}"),
+            Answer::Other { status, reason } => write!(f, "{status} {reason}"),
         }
     }
 }
@@ -695,5 +711,18 @@ mod tests {
         assert_eq!(body_digest(b"a").len(), 32);
         // The first 16 bytes of SHA-256("abc"), in lowercase hex.
         assert_eq!(body_digest(b"abc"), "ba7816bf8f01cfea414140de5dae2223");
+    }
+
+    #[test]
+    fn any_status_reads_as_real_senders_read_it() {
+        let other = |status| Answer::Other {
+            status,
+            reason: "handler said so".to_owned(),
+        };
+        assert!(other(204).is_success() && !other(204).is_permanent_failure());
+        assert!(!other(500).is_success() && !other(500).is_permanent_failure());
+        assert!(!other(429).is_permanent_failure() && !other(409).is_permanent_failure());
+        assert!(other(400).is_permanent_failure() && !other(400).is_refused_at_the_door());
+        assert_eq!(other(500).to_string(), "500 handler said so");
     }
 }

@@ -28,6 +28,7 @@ fn a_default_sweep_of_the_reference_reaches_every_situation() {
         backend: Backend::Memdb,
         check_determinism: false,
         every_fault: false,
+        shape: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     assert!(report.errors.is_empty(), "{:?}", report.errors);

@@ -17,6 +17,7 @@ fn digests(system: &str, jobs: usize, check_determinism: bool) -> Vec<(u64, Stri
         backend: Backend::Memdb,
         check_determinism,
         every_fault: false,
+        shape: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -121,6 +122,7 @@ fn a_nondeterministic_system_is_caught_and_shown_side_by_side() {
         backend: Backend::Memdb,
         check_determinism: true,
         every_fault: false,
+        shape: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     let divergence = report
@@ -156,6 +158,7 @@ fn a_reused_database_gives_the_same_trace_as_a_new_one() {
             backend,
             check_determinism: false,
             every_fault: true,
+            shape: Default::default(),
         };
         let swept = sweep(&options, &|_, _| {}).digests;
         assert_eq!(swept.len(), 16);

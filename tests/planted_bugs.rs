@@ -115,6 +115,7 @@ fn reference_failures(first_seed: u64, seeds: u64, backend: Backend, every_fault
         backend,
         check_determinism: false,
         every_fault,
+        shape: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     assert_eq!(report.seeds_run, seeds);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::app::App;
 use crate::corpus::Kept;
 use crate::coverage::Situation;
 use crate::db::Backend;
@@ -23,10 +24,11 @@ use crate::invariants;
 use crate::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
 use crate::run::{RunOptions, run_seed};
 use crate::seed_file::{Expectation, SeedFile, ShrunkRun, replay_command};
+use crate::sender::SenderPreset;
+use crate::shape::{CountRange, WorkloadShape};
 use crate::shrink::DEFAULT_SHRINK_RUNS;
 use crate::sweep::{Found, Progress, Shard, StopFlag, SweepLimits, SweepOptions, sweep_with_limits};
 use crate::system::System;
-use crate::systems;
 use crate::trace::format_time_ms;
 
 /// Seeds a plain `sweep` runs: under a minute on a 2-core machine (170-200 seeds/s).
@@ -85,6 +87,9 @@ enum Command {
 
 #[derive(Args)]
 struct BenchArgs {
+    /// The system to measure [default: the program's first system].
+    #[arg(long)]
+    system: Option<String>,
     /// How many seeds to measure.
     #[arg(long, default_value_t = crate::bench::DEFAULT_BENCH_SEEDS, value_parser = clap::value_parser!(u64).range(1..))]
     seeds: u64,
@@ -114,6 +119,8 @@ struct MutantsArgs {
     /// The SQLite backend: memdb or wal-file.
     #[arg(long, default_value = "memdb")]
     backend: String,
+    #[command(flatten)]
+    shape: ShapeArgs,
 }
 
 /// The seeds `mutants` spends on each planted bug by default: several times what the rarest one
@@ -122,9 +129,9 @@ pub const DEFAULT_MUTANT_BUDGET: u64 = 500;
 
 #[derive(Args)]
 struct SweepArgs {
-    /// The system under test (see `list`).
-    #[arg(long, default_value = "reference")]
-    system: String,
+    /// The system under test (see `list`) [default: the program's first system].
+    #[arg(long)]
+    system: Option<String>,
     /// How many seeds to run.
     #[arg(long, default_value_t = DEFAULT_SEEDS, value_parser = clap::value_parser!(u64).range(1..))]
     seeds: u64,
@@ -171,6 +178,49 @@ struct SweepArgs {
     /// The most candidate runs to spend shrinking each failure.
     #[arg(long, default_value_t = DEFAULT_SHRINK_RUNS as u64, value_name = "RUNS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     shrink_runs: u64,
+    #[command(flatten)]
+    shape: ShapeArgs,
+}
+
+/// The workload's shape (see README, "Shaping the workload"): each flag narrows what a seed may
+/// draw, and what no flag names is drawn from the seed as usual. Seed files record the
+/// configuration drawn, so replaying a file needs none of these.
+#[derive(Args)]
+#[command(next_help_heading = "Workload")]
+struct ShapeArgs {
+    /// A JSON file of workload settings (the flags below override it).
+    #[arg(long, value_name = "FILE")]
+    shape: Option<PathBuf>,
+    /// The sender's retry contract: stripe-like, svix, shopify-like or github (no automatic retry).
+    #[arg(long, value_name = "PRESET")]
+    sender: Option<String>,
+    /// Tenants (one sender account each): N or MIN..MAX.
+    #[arg(long, value_name = "RANGE")]
+    tenants: Option<CountRange>,
+    /// Orders awaiting payment per tenant: N or MIN..MAX.
+    #[arg(long, value_name = "RANGE")]
+    orders: Option<CountRange>,
+    /// Receiver processes: N or MIN..MAX.
+    #[arg(long, value_name = "RANGE")]
+    receivers: Option<CountRange>,
+    /// Relay worker processes: N or MIN..MAX.
+    #[arg(long, value_name = "RANGE")]
+    relay_workers: Option<CountRange>,
+    /// How long the provider keeps an idempotency key, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    key_lifetime_ms: Option<i64>,
+    /// How long a relay worker's lease lasts, in milliseconds (at least 60000).
+    #[arg(long, value_name = "MS")]
+    lease_ms: Option<i64>,
+    /// How old a receipt must be before the purge job deletes it, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    receipt_retention_ms: Option<i64>,
+    /// Only these fault models may be drawn (comma-separated; see `list`).
+    #[arg(long, value_name = "A,B")]
+    faults: Option<String>,
+    /// These fault models are never drawn (comma-separated).
+    #[arg(long, value_name = "A,B")]
+    without_faults: Option<String>,
 }
 
 /// Failures of one invariant that a sweep shrinks by default: a few distinct stories are worth
@@ -226,6 +276,9 @@ struct ReplayArgs {
     /// delivery, crash, commit and provider call, and the failing step with its evidence.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// With --seed: the workload's shape the sweep ran with (a file records its own).
+    #[command(flatten)]
+    shape: ShapeArgs,
 }
 
 /// A failure to carry out a command, reported with exit code 2.
@@ -269,23 +322,52 @@ fn keep_freed_memory() {
     }
 }
 
-/// Runs the program and returns its exit code.
+/// Runs the `commitgap` program and returns its exit code.
 pub fn main() -> i32 {
+    App::commitgap().run()
+}
+
+impl App {
+    /// Runs the command line and returns its exit code: 0 every invariant held, 1 one failed,
+    /// 2 bad usage or input. Installs the program first (see [`App::install`]).
+    pub fn run(self) -> i32 {
+        if let Err(error) = self.install() {
+            eprintln!("error: {error}");
+            return 2;
+        }
+        run(&crate::app::current())
+    }
+
+    /// Runs the command line and exits the process with its code.
+    pub fn main(self) -> ! {
+        std::process::exit(self.run())
+    }
+}
+
+/// Runs `app`'s command line.
+fn run(app: &App) -> i32 {
+    use clap::{CommandFactory, FromArgMatches};
     keep_freed_memory();
-    let cli = match Cli::try_parse() {
+    let command = Cli::command()
+        .name(app.name().to_owned())
+        .bin_name(app.name().to_owned());
+    let cli = match command
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+    {
         Ok(cli) => cli,
         Err(error) => return clap_error(&error),
     };
     let result = match cli.command {
-        Command::Sweep(args) => run_sweep(&args),
-        Command::Replay(args) => run_replay(&args),
+        Command::Sweep(args) => run_sweep(app, &args),
+        Command::Replay(args) => run_replay(app, &args),
         Command::Shrink(args) => run_shrink(&args),
         Command::List => {
-            list();
+            list(app);
             Ok(0)
         }
-        Command::Mutants(args) => run_mutants(&args),
-        Command::Bench(args) => run_bench(&args),
+        Command::Mutants(args) => run_mutants(app, &args),
+        Command::Bench(args) => run_bench(app, &args),
     };
     match result {
         Ok(code) => code,
@@ -324,15 +406,109 @@ fn clap_error(error: &clap::Error) -> i32 {
 }
 
 fn find_system(name: &str) -> Result<Arc<dyn System>, UsageError> {
-    systems::by_name(name).ok_or_else(|| {
-        let names = systems::names();
+    let app = crate::app::current();
+    app.find(name).ok_or_else(|| {
+        let names: Vec<String> = app
+            .every_system()
+            .map(|system| system.name().to_owned())
+            .collect();
         let suggestion = closest_name(name, &names)
             .map_or_else(String::new, |closest| format!("did you mean {closest}? "));
         UsageError(format!(
-            "unknown system {:?}; {suggestion}`cargo run --release -- list` names every system",
-            files::clip(name, 80)
+            "unknown system {:?}; {suggestion}`{} list` names every system",
+            files::clip(name, 80),
+            app.prefix()
         ))
     })
+}
+
+/// The system a command names, or the program's first system when it names none.
+fn system_or_first(app: &App, name: Option<&str>) -> Result<Arc<dyn System>, UsageError> {
+    match name {
+        Some(name) => find_system(name),
+        None => Ok(Arc::clone(&app.systems()[0])),
+    }
+}
+
+/// The workload shape a command runs: the program's own, narrowed by `--shape FILE`, then by
+/// the flags.
+fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageError> {
+    let mut shape = app.shape().clone();
+    if let Some(path) = &args.shape {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| UsageError(format!("cannot read --shape {}: {error}", path.display())))?;
+        let from_file: WorkloadShape =
+            serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|error| {
+                UsageError(format!(
+                    "--shape {} is not a workload shape: {}; see README, \"Shaping the workload\"",
+                    path.display(),
+                    files::clip(&error.to_string(), 120)
+                ))
+            })?;
+        shape = overlay(shape, from_file);
+    }
+    let from_flags = WorkloadShape {
+        tenants: args.tenants,
+        orders: args.orders,
+        receivers: args.receivers,
+        relay_workers: args.relay_workers,
+        sender: args
+            .sender
+            .as_deref()
+            .map(|name| {
+                SenderPreset::from_name(name).ok_or_else(|| {
+                    let names: Vec<&str> = SenderPreset::ALL.iter().map(|preset| preset.name()).collect();
+                    UsageError(format!(
+                        "unknown sender preset {:?}; choose one of {}",
+                        files::clip(name, 80),
+                        names.join(", ")
+                    ))
+                })
+            })
+            .transpose()?,
+        key_lifetime_ms: args.key_lifetime_ms,
+        lease_ms: args.lease_ms,
+        receipt_retention_ms: args.receipt_retention_ms,
+        faults: args.faults.as_deref().map(split_names),
+        without_faults: args
+            .without_faults
+            .as_deref()
+            .map(split_names)
+            .unwrap_or_default(),
+    };
+    shape = overlay(shape, from_flags);
+    let known: Vec<String> = faults::registry()
+        .iter()
+        .map(|kind| kind.name.to_owned())
+        .collect();
+    shape.check(&known).map_err(UsageError)?;
+    Ok(shape)
+}
+
+/// `base` with every setting `top` narrows replaced by `top`'s.
+fn overlay(base: WorkloadShape, top: WorkloadShape) -> WorkloadShape {
+    let mut without_faults = base.without_faults;
+    without_faults.extend(top.without_faults);
+    WorkloadShape {
+        tenants: top.tenants.or(base.tenants),
+        orders: top.orders.or(base.orders),
+        receivers: top.receivers.or(base.receivers),
+        relay_workers: top.relay_workers.or(base.relay_workers),
+        sender: top.sender.or(base.sender),
+        key_lifetime_ms: top.key_lifetime_ms.or(base.key_lifetime_ms),
+        lease_ms: top.lease_ms.or(base.lease_ms),
+        receipt_retention_ms: top.receipt_retention_ms.or(base.receipt_retention_ms),
+        faults: top.faults.or(base.faults),
+        without_faults,
+    }
+}
+
+fn split_names(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The known name nearest to a mistyped one, if one is near: at most a third of its letters
@@ -372,8 +548,9 @@ fn find_backend(name: &str) -> Result<Backend, UsageError> {
         .ok_or_else(|| UsageError(format!("unknown backend {name:?}; choose memdb or wal-file")))
 }
 
-fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
-    let system = find_system(&args.system)?;
+fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> {
+    let system = system_or_first(app, args.system.as_deref())?;
+    let shape = resolve_shape(app, &args.shape)?;
     let backend = find_backend(&args.backend)?;
     check_sweep_args(args)?;
     let removed = files::remove_stale_temporaries(&args.seeds_dir);
@@ -396,6 +573,7 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
         backend,
         check_determinism: args.check_determinism,
         every_fault: args.all_faults,
+        shape: shape.clone(),
     };
     let limits = SweepLimits {
         shard: args.shard.unwrap_or(Shard::WHOLE),
@@ -412,6 +590,8 @@ fn run_sweep(args: &SweepArgs) -> Result<i32, UsageError> {
     );
     let announcer = Announcer {
         args,
+        shape_flags: shape.as_flags(),
+        prefix: app.prefix(),
         system: system.name(),
         findings: &findings,
         printing: Mutex::new(()),
@@ -496,6 +676,10 @@ fn stop_on_signals() -> StopFlag {
 /// that replays the seed, then where its seed file was written (or why none was).
 struct Announcer<'a> {
     args: &'a SweepArgs,
+    /// The sweep's workload shape as flags, for commands that draw a seed's configuration again.
+    shape_flags: String,
+    /// The start of every printed command.
+    prefix: &'a str,
     system: &'a str,
     findings: &'a Findings,
     /// Held while one finding is written and said, so that its lines stay together.
@@ -506,20 +690,24 @@ impl Announcer<'_> {
     /// The command that replays a seed of this sweep by number: it needs no file.
     fn replay_by_seed(&self, seed: u64) -> String {
         format!(
-            "cargo run --release -- replay --seed {seed} --system {} --backend {}{}",
+            "{} replay --seed {seed} --system {} --backend {}{}{}",
+            self.prefix,
             self.system,
             self.args.backend,
-            if self.args.all_faults { " --all-faults" } else { "" }
+            if self.args.all_faults { " --all-faults" } else { "" },
+            self.shape_flags
         )
     }
 
     /// The command that runs a seed twice and compares the traces.
     fn check_determinism_of(&self, seed: u64) -> String {
         format!(
-            "cargo run --release -- sweep --system {} --seeds 1 --first-seed {seed} --check-determinism --backend {}{}",
+            "{} sweep --system {} --seeds 1 --first-seed {seed} --check-determinism --backend {}{}{}",
+            self.prefix,
             self.system,
             self.args.backend,
-            if self.args.all_faults { " --all-faults" } else { "" }
+            if self.args.all_faults { " --all-faults" } else { "" },
+            self.shape_flags
         )
     }
 
@@ -599,7 +787,8 @@ fn shrink_found(
     }
     if stop.is_raised() {
         say!(
-            "not shrunk: the sweep was interrupted; the {to_shrink} seed files hold the runs as found (shrink each later with `cargo run --release -- shrink FILE`)"
+            "not shrunk: the sweep was interrupted; the {to_shrink} seed files hold the runs as found (shrink each later with `{} shrink FILE`)",
+            crate::app::command_prefix()
         );
         return;
     }
@@ -966,7 +1155,7 @@ impl ProgressDisplay {
     }
 }
 
-fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
+fn run_replay(app: &App, args: &ReplayArgs) -> Result<i32, UsageError> {
     if args.from.is_some() && args.file.is_none() {
         return Err(UsageError(
             "--from chooses which run of a seed file to replay; give the file, or drop --from when replaying --seed".to_owned(),
@@ -988,20 +1177,22 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
         (Some(path), _) => ReplayPlan::from_file(args, path)?,
         (None, Some(seed)) => ReplayPlan {
             seed,
-            system: args.system.clone().unwrap_or_else(|| "reference".to_owned()),
+            system: system_or_first(app, args.system.as_deref())?.name().to_owned(),
             options: RunOptions {
                 backend: find_backend(args.backend.as_deref().unwrap_or("memdb"))?,
                 keep_trace: args.trace || args.html.is_some(),
                 config: None,
                 every_fault: args.all_faults,
+                shape: resolve_shape(app, &args.shape)?,
                 ..RunOptions::default()
             },
             file: None,
         },
         (None, None) => {
-            return Err(UsageError(
-                "replay needs a seed file or --seed S; for example `cargo run --release -- replay seeds/receipt-first-0.json`".to_owned(),
-            ));
+            return Err(UsageError(format!(
+                "replay needs a seed file or --seed S; for example `{} replay seeds/NAME.json`",
+                app.prefix()
+            )));
         }
     };
     let system = find_system(&plan.system)?;
@@ -1015,14 +1206,7 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
     }
     say_replay_verdict(&plan, system.name(), &outcome);
     if let Some(path) = &args.html {
-        let title = match &args.file {
-            Some(file_path) => format!("{} seed {} ({})", system.name(), plan.seed, file_path.display()),
-            None => format!("{} seed {}", system.name(), plan.seed),
-        };
-        let lines = outcome.trace.as_deref().unwrap_or(&[]);
-        let page = crate::timeline::render(&title, lines, outcome.failure.as_ref());
-        report::write_atomically(path, &page).map_err(|why| report_path_error("--html", path, &why))?;
-        say!("replay: timeline written to {}", path.display());
+        write_timeline(args, path, &plan, system.name(), &outcome)?;
     }
     for line in &outcome.schedule_report {
         say!("replay: schedule: {line}");
@@ -1041,12 +1225,33 @@ fn run_replay(args: &ReplayArgs) -> Result<i32, UsageError> {
     }
     if args.file.is_none() {
         say!(
-            "replay: to keep it, sweep it: cargo run --release -- sweep --system {} --seeds 1 --first-seed {}",
+            "replay: to keep it, sweep it: {} sweep --system {} --seeds 1 --first-seed {}{}",
+            app.prefix(),
             system.name(),
-            plan.seed
+            plan.seed,
+            plan.options.shape.as_flags()
         );
     }
     Ok(1)
+}
+
+/// Writes a replayed run's HTML timeline to `path`.
+fn write_timeline(
+    args: &ReplayArgs,
+    path: &Path,
+    plan: &ReplayPlan,
+    system: &str,
+    outcome: &crate::run::RunOutcome,
+) -> Result<(), UsageError> {
+    let title = match &args.file {
+        Some(file_path) => format!("{system} seed {} ({})", plan.seed, file_path.display()),
+        None => format!("{system} seed {}", plan.seed),
+    };
+    let lines = outcome.trace.as_deref().unwrap_or(&[]);
+    let page = crate::timeline::render(&title, lines, outcome.failure.as_ref());
+    report::write_atomically(path, &page).map_err(|why| report_path_error("--html", path, &why))?;
+    say!("replay: timeline written to {}", path.display());
+    Ok(())
 }
 
 /// What `replay` runs: a seed, a system and how, and the seed file it came from.
@@ -1082,8 +1287,9 @@ impl ReplayPlan {
             ReplayFrom::Schedule => {
                 let schedule = file.schedule.clone().ok_or_else(|| {
                     UsageError(format!(
-                        "{} holds no schedule (it was written before schedules were recorded, or as found by a sweep); replay it with --from seed, or record one with `cargo run --release -- shrink {}`",
+                        "{} holds no schedule (it was written before schedules were recorded, or as found by a sweep); replay it with --from seed, or record one with `{} shrink {}`",
                         path.display(),
+                        crate::app::command_prefix(),
                         path.display()
                     ))
                 })?;
@@ -1098,8 +1304,9 @@ impl ReplayPlan {
             ReplayFrom::Shrunk => {
                 let shrunk = file.shrunk.clone().ok_or_else(|| {
                     UsageError(format!(
-                        "{} has not been shrunk; shrink it with `cargo run --release -- shrink {}`, or replay it with --from seed",
+                        "{} has not been shrunk; shrink it with `{} shrink {}`, or replay it with --from seed",
                         path.display(),
+                        crate::app::command_prefix(),
                         path.display()
                     ))
                 })?;
@@ -1288,8 +1495,15 @@ fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
     Ok(0)
 }
 
-fn run_mutants(args: &MutantsArgs) -> Result<i32, UsageError> {
+fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageError> {
     let backend = find_backend(&args.backend)?;
+    let shape = resolve_shape(app, &args.shape)?;
+    if app.planted_bugs().is_empty() {
+        return Err(UsageError(format!(
+            "{} has no planted bugs to measure; add them with App::planted",
+            app.name()
+        )));
+    }
     if args.first_seed.checked_add(args.budget - 1).is_none() {
         return Err(UsageError(format!(
             "--first-seed {} plus --budget {} runs past the largest seed; lower one of them",
@@ -1305,6 +1519,7 @@ fn run_mutants(args: &MutantsArgs) -> Result<i32, UsageError> {
         first_seed: args.first_seed,
         jobs,
         backend,
+        shape: shape.clone(),
     };
     say!(
         "{:<28} {:<42} {:>6} {:>9} {:>7}",
@@ -1314,41 +1529,36 @@ fn run_mutants(args: &MutantsArgs) -> Result<i32, UsageError> {
         "wall",
         "steps"
     );
-    let report = crate::mutants::run(options, &|row| match &row.caught {
-        Some(caught) => say!(
-            "{:<28} {:<42} {:>6} {:>7.2} s {:>7}",
-            row.system,
-            caught.invariant,
-            caught.seeds_to_failure,
-            caught.wall_to_failure.as_secs_f64(),
-            caught.steps
-        ),
-        None => say!("{:<28} {:<42} {:>6}", row.system, "SURVIVED", args.budget),
-    });
-    let reference = &report.reference;
-    let verdict = if reference.failures.is_empty() {
-        "passed"
-    } else {
-        "FAILED"
-    };
-    say!(
-        "{:<28} {:<42} {:>6} {:>7.2} s",
-        "reference",
-        format!("{verdict} {} seeds", reference.seeds),
-        reference.seeds,
-        reference.wall.as_secs_f64()
+    let report = crate::mutants::run(
+        &options,
+        app.planted_bugs(),
+        app.systems(),
+        &|row| match &row.caught {
+            Some(caught) => say!(
+                "{:<28} {:<42} {:>6} {:>7.2} s {:>7}",
+                row.system,
+                caught.invariant,
+                caught.seeds_to_failure,
+                caught.wall_to_failure.as_secs_f64(),
+                caught.steps
+            ),
+            None => say!("{:<28} {:<42} {:>6}", row.system, "SURVIVED", args.budget),
+        },
     );
-    for (seed, invariant) in &reference.failures {
-        say!(
-            "  reference seed {seed} failed {invariant}; replay: cargo run --release -- replay --seed {seed} --system reference"
-        );
-    }
+    say_systems_under_test(app, &report, &shape);
     let caught = report.rows.len() - report.survivors().len();
+    let failed = report
+        .references
+        .iter()
+        .filter(|reference| !reference.failures.is_empty())
+        .count();
     say!(
-        "mutants: {caught} of {} planted bugs caught within {} seeds each; the reference {verdict} {} seeds",
+        "mutants: {caught} of {} planted bugs caught within {} seeds each; {} of {} systems under test passed {} seeds",
         report.rows.len(),
         args.budget,
-        reference.seeds
+        report.references.len() - failed,
+        report.references.len(),
+        args.budget
     );
     if !report.survivors().is_empty() {
         say!("mutants: survived: {}", report.survivors().join(", "));
@@ -1360,7 +1570,34 @@ fn run_mutants(args: &MutantsArgs) -> Result<i32, UsageError> {
     })
 }
 
-fn run_bench(args: &BenchArgs) -> Result<i32, UsageError> {
+/// The rows of the systems that must pass, each failure with its replay command.
+fn say_systems_under_test(app: &App, report: &crate::mutants::MutantsReport, shape: &WorkloadShape) {
+    for reference in &report.references {
+        let verdict = if reference.failures.is_empty() {
+            "passed"
+        } else {
+            "FAILED"
+        };
+        say!(
+            "{:<28} {:<42} {:>6} {:>7.2} s",
+            reference.system,
+            format!("{verdict} {} seeds", reference.seeds),
+            reference.seeds,
+            reference.wall.as_secs_f64()
+        );
+        for (seed, invariant) in &reference.failures {
+            say!(
+                "  {} seed {seed} failed {invariant}; replay: {} replay --seed {seed} --system {}{}",
+                reference.system,
+                app.prefix(),
+                reference.system,
+                shape.as_flags()
+            );
+        }
+    }
+}
+
+fn run_bench(app: &App, args: &BenchArgs) -> Result<i32, UsageError> {
     let backend = find_backend(&args.backend)?;
     if args.first_seed.checked_add(args.seeds - 1).is_none() {
         return Err(UsageError(format!(
@@ -1372,7 +1609,7 @@ fn run_bench(args: &BenchArgs) -> Result<i32, UsageError> {
         || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
         |jobs| jobs as usize,
     );
-    let system = find_system("reference")?;
+    let system = system_or_first(app, args.system.as_deref())?;
     let options = crate::bench::BenchOptions {
         system: Arc::clone(&system),
         first_seed: args.first_seed,
@@ -1394,7 +1631,10 @@ fn run_bench(args: &BenchArgs) -> Result<i32, UsageError> {
     let mut code = 0;
     for (seed, invariant) in &report.failures {
         say!(
-            "FAIL seed {seed} (reference): {invariant}; replay: cargo run --release -- replay --seed {seed} --backend {}",
+            "FAIL seed {seed} ({}): {invariant}; replay: {} replay --seed {seed} --system {} --backend {}",
+            system.name(),
+            app.prefix(),
+            system.name(),
             backend.name()
         );
         code = 1;
@@ -1434,9 +1674,12 @@ fn run_bench(args: &BenchArgs) -> Result<i32, UsageError> {
     Ok(code)
 }
 
-fn list() {
-    for system in systems::all() {
+fn list(app: &App) {
+    for system in app.systems() {
         say!("system     {:<42} {}", system.name(), system.description());
+    }
+    for system in app.planted_bugs() {
+        say!("planted    {:<42} {}", system.name(), system.description());
     }
     for kind in faults::registry() {
         say!("fault      {:<42} {}", kind.name, kind.description);

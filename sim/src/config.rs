@@ -16,6 +16,7 @@ use crate::db::Backend;
 use crate::faults::{self, FaultContext};
 use crate::rng::{Ratio, SimRng};
 use crate::sender::SenderPreset;
+use crate::shape::{CountRange, WorkloadShape};
 use crate::system::{Fixtures, OrderFixture};
 use crate::workload::{EventKind, EventSpec, Workload};
 
@@ -58,6 +59,63 @@ pub struct SimConfig {
 impl SimConfig {
     /// Draws the configuration of `seed`.
     pub fn draw(seed: u64, backend: Backend) -> SimConfig {
+        SimConfig::draw_shaped(seed, backend, &WorkloadShape::default())
+    }
+
+    /// Draws the configuration of `seed` within `shape`. What the shape leaves open is drawn as
+    /// [`SimConfig::draw`] draws it, from the same stream, so an open shape changes nothing; what
+    /// it narrows is drawn from a stream of its own per setting. Fault settings are drawn last,
+    /// from the final configuration, so none is left computed from a replaced value.
+    pub fn draw_shaped(seed: u64, backend: Backend, shape: &WorkloadShape) -> SimConfig {
+        let mut config = SimConfig::draw_unshaped(seed, backend);
+        config.apply_shape(seed, shape);
+        let context = config.fault_context();
+        for kind in faults::registry() {
+            let mut fault_rng = SimRng::stream(seed, &faults::config_stream_label(kind.name));
+            let mut settings = (kind.draw)(&mut fault_rng, &context);
+            if !shape.allows_fault(kind.name)
+                && let Some(enabled) = settings.get_mut("enabled")
+            {
+                *enabled = serde_json::Value::Bool(false);
+            }
+            config.faults.insert(kind.name.to_owned(), settings);
+        }
+        if let Some(retention_ms) = shape.receipt_retention_ms
+            && let Some(settings) = config.faults.get_mut("receipt-purge")
+        {
+            settings["retention_ms"] = serde_json::Value::from(retention_ms);
+        }
+        config
+    }
+
+    fn apply_shape(&mut self, seed: u64, shape: &WorkloadShape) {
+        let draw = |name: &str, range: Option<CountRange>, drawn: u32| match range {
+            Some(range) => SimRng::stream(seed, &format!("config/shape/{name}"))
+                .between(i64::from(range.min), i64::from(range.max)) as u32,
+            None => drawn,
+        };
+        self.tenants = draw("tenants", shape.tenants, self.tenants);
+        self.orders_per_tenant = draw("orders", shape.orders, self.orders_per_tenant);
+        self.receivers = draw("receivers", shape.receivers, self.receivers);
+        self.relay_workers = draw("relay-workers", shape.relay_workers, self.relay_workers);
+        if let Some(preset) = shape.sender {
+            self.sender_preset = preset;
+            self.sender_timeout_ms = preset.timeout_ms();
+            // The network must stay well inside the sender's patience, as drawn configurations do.
+            self.network_latency_ms_max = self.network_latency_ms_max.min(self.sender_timeout_ms / 2);
+        }
+        if let Some(key_lifetime_ms) = shape.key_lifetime_ms {
+            self.relay.key_lifetime_ms = key_lifetime_ms;
+        }
+        if let Some(lease_ms) = shape.lease_ms {
+            self.relay.lease_ms = lease_ms;
+            // The lease must outlive two calls (the configuration's contract); a shorter call
+            // timeout keeps a chosen lease valid without changing it.
+            self.relay.call_timeout_ms = self.relay.call_timeout_ms.min(lease_ms / 2);
+        }
+    }
+
+    fn draw_unshaped(seed: u64, backend: Backend) -> SimConfig {
         let mut rng = SimRng::stream(seed, "config");
         let provider_latency_ms_max = *rng.pick(&[50, 500, 3_000]);
         // A timeout of at least twice the slowest reply, so only lost replies time out.
@@ -80,7 +138,7 @@ impl SimConfig {
         };
         let sender_preset = *rng.pick(&SenderPreset::ALL);
         let fault_phase_ms = *rng.pick(&[10 * MINUTE_MS, HOUR_MS, 4 * HOUR_MS]);
-        let mut config = SimConfig {
+        SimConfig {
             backend,
             tenants: rng.between(1, 3) as u32,
             orders_per_tenant: rng.between(1, 4) as u32,
@@ -98,20 +156,20 @@ impl SimConfig {
             liveness_ms_max: 5 * 24 * HOUR_MS,
             liveness_steps_max: 50_000,
             faults: BTreeMap::new(),
-        };
-        let context = config.fault_context();
-        for kind in faults::registry() {
-            let mut fault_rng = SimRng::stream(seed, &faults::config_stream_label(kind.name));
-            config
-                .faults
-                .insert(kind.name.to_owned(), (kind.draw)(&mut fault_rng, &context));
         }
-        config
     }
 
     /// Turns every fault model on, keeping the rates drawn for it.
     pub fn enable_every_fault(&mut self) {
-        for settings in self.faults.values_mut() {
+        self.enable_faults_allowed_by(&WorkloadShape::default());
+    }
+
+    /// Turns on every fault model `shape` allows, keeping the rates drawn for it.
+    pub fn enable_faults_allowed_by(&mut self, shape: &WorkloadShape) {
+        for (name, settings) in &mut self.faults {
+            if !shape.allows_fault(name) {
+                continue;
+            }
             if let Some(enabled) = settings.get_mut("enabled") {
                 *enabled = serde_json::Value::Bool(true);
             }

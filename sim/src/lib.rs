@@ -27,6 +27,7 @@
 //! - [`systems`]: the reference system and its planted bugs.
 //! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
 //! - [`config`]: the configuration and workload drawn from a seed.
+//! - [`shape`]: the workload's shape a sweep chooses: counts, sender preset, durations, fault models.
 //! - [`workload`]: the ground truth of a run: fixtures, events and how each is delivered.
 //! - [`limits`]: the bounds every configuration and schedule is held to.
 //! - [`record`]: what the simulator observed in a step and over a run, for invariants and probes.
@@ -41,10 +42,15 @@
 //! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
 //! - [`bench`](mod@bench): the simulator's speed and memory, and its cost against SQLite replaying the same
 //!   statements on a bare database.
+//! - [`harness`]: the simulation as one `#[test]`: regressions from the seed directory, then a
+//!   sweep, failures shrunk and written with the command that replays them.
 //! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
 //! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
+//! - [`app`]: a team's own simulation program: its systems, planted bugs, fault models,
+//!   invariants and workload behind every command.
 //! - [`cli`]: the command-line program.
 
+pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -55,6 +61,7 @@ pub mod decision;
 pub mod faults;
 pub mod files;
 pub mod findings;
+pub mod harness;
 pub mod invariants;
 pub mod limits;
 pub mod mutants;
@@ -67,6 +74,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod seed_file;
 pub mod sender;
+pub mod shape;
 pub mod shrink;
 pub mod signing;
 pub mod sim_env;
@@ -80,3 +88,11 @@ pub mod trace;
 pub mod view;
 pub mod workload;
 pub mod world;
+
+pub use app::App;
+/// The reference receiver and relay, and the runtime interface (`Env`) a system is written
+/// against, re-exported so a team's crate needs no version of its own.
+pub use commitgap;
+/// The SQLite binding [`system::System::set_up`] receives a connection of, re-exported so a
+/// team's crate uses the very version and features the simulator was built with.
+pub use rusqlite;

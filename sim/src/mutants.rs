@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::db::Backend;
+use crate::shape::WorkloadShape;
 use crate::sweep::{SweepOptions, sweep};
 use crate::system::System;
-use crate::systems;
 
 /// How a planted bug was caught.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,9 +36,10 @@ pub struct MutantRow {
     pub caught: Option<Caught>,
 }
 
-/// The reference system's sweep over the same budget.
+/// A system under test's sweep over the same budget.
 #[derive(Debug, Clone)]
 pub struct ReferenceRow {
+    pub system: String,
     pub seeds: u64,
     /// Failing seeds and their invariants, sorted by seed.
     pub failures: Vec<(u64, String)>,
@@ -50,7 +51,8 @@ pub struct ReferenceRow {
 pub struct MutantsReport {
     pub budget: u64,
     pub rows: Vec<MutantRow>,
-    pub reference: ReferenceRow,
+    /// One row per system under test, each of which must pass.
+    pub references: Vec<ReferenceRow>,
 }
 
 impl MutantsReport {
@@ -63,36 +65,57 @@ impl MutantsReport {
             .collect()
     }
 
-    /// True when every planted bug was caught and the reference passed.
+    /// True when every planted bug was caught and every system under test passed.
     pub fn all_caught_and_reference_passed(&self) -> bool {
-        self.survivors().is_empty() && self.reference.failures.is_empty()
+        self.survivors().is_empty()
+            && self
+                .references
+                .iter()
+                .all(|reference| reference.failures.is_empty())
     }
 }
 
 /// What to measure.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct MutantsOptions {
     pub budget: u64,
     pub first_seed: u64,
     pub jobs: usize,
     pub backend: Backend,
+    /// The workload every seed is drawn within.
+    pub shape: WorkloadShape,
 }
 
-/// Runs every planted bug, then the reference. `on_row` is called as each planted bug finishes.
-pub fn run(options: MutantsOptions, on_row: &dyn Fn(&MutantRow)) -> MutantsReport {
+/// Runs every planted bug, then sweeps each system under test (`correct`) over the same budget.
+/// `on_row` is called as each planted bug finishes.
+pub fn run(
+    options: &MutantsOptions,
+    planted: &[Arc<dyn System>],
+    correct: &[Arc<dyn System>],
+    on_row: &dyn Fn(&MutantRow),
+) -> MutantsReport {
     let mut rows = Vec::new();
-    for system in systems::all()
-        .into_iter()
-        .filter(|system| system.name() != "reference")
-    {
-        let row = hunt(&system, options);
+    for system in planted {
+        let row = hunt(system, options);
         on_row(&row);
         rows.push(row);
     }
-    let reference = systems::by_name("reference").expect("the reference is registered");
+    let references = correct
+        .iter()
+        .map(|system| sweep_correct(system, options))
+        .collect();
+    MutantsReport {
+        budget: options.budget,
+        rows,
+        references,
+    }
+}
+
+/// Sweeps a system that must pass over the whole budget.
+fn sweep_correct(reference: &Arc<dyn System>, options: &MutantsOptions) -> ReferenceRow {
     let started = Instant::now();
     let report = sweep(
-        &sweep_options(&reference, options, options.first_seed, options.budget),
+        &sweep_options(reference, options, options.first_seed, options.budget),
         &|_, _| {},
     );
     let failures = report
@@ -113,19 +136,16 @@ pub fn run(options: MutantsOptions, on_row: &dyn Fn(&MutantRow)) -> MutantsRepor
                 .map(|(seed, error)| (*seed, format!("error: {error}"))),
         )
         .collect();
-    MutantsReport {
-        budget: options.budget,
-        rows,
-        reference: ReferenceRow {
-            seeds: options.budget,
-            failures,
-            wall: started.elapsed(),
-        },
+    ReferenceRow {
+        system: reference.name().to_owned(),
+        seeds: options.budget,
+        failures,
+        wall: started.elapsed(),
     }
 }
 
 /// Sweeps `system` batch by batch until a seed fails or the budget is spent.
-fn hunt(system: &Arc<dyn System>, options: MutantsOptions) -> MutantRow {
+fn hunt(system: &Arc<dyn System>, options: &MutantsOptions) -> MutantRow {
     let started = Instant::now();
     // A few seeds per job keep both cores busy while wasting little work past the first failure.
     let batch = (options.jobs.max(1) as u64) * 2;
@@ -162,7 +182,7 @@ fn hunt(system: &Arc<dyn System>, options: MutantsOptions) -> MutantRow {
 
 fn sweep_options(
     system: &Arc<dyn System>,
-    options: MutantsOptions,
+    options: &MutantsOptions,
     first_seed: u64,
     seeds: u64,
 ) -> SweepOptions {
@@ -174,5 +194,6 @@ fn sweep_options(
         backend: options.backend,
         check_determinism: false,
         every_fault: false,
+        shape: options.shape.clone(),
     }
 }

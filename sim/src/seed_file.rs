@@ -324,9 +324,10 @@ impl SeedFile {
     }
 }
 
-/// The command that replays the seed file at `path`.
+/// The command that replays the seed file at `path`, with the program that wrote it (see
+/// [`crate::app::command_prefix`]).
 pub fn replay_command(path: &Path) -> String {
-    format!("cargo run --release -- replay {}", path.display())
+    format!("{} replay {}", crate::app::command_prefix(), path.display())
 }
 
 /// Every `*.json` file directly in `directory`, sorted by name.

@@ -33,6 +33,7 @@ pub enum SenderPreset {
     ShopifyLike,
     /// GitHub: no automatic retry and a 10 s timeout; failed deliveries are redelivered by an
     /// operator (or a script) through the API.
+    #[serde(alias = "github")]
     GitHub,
 }
 
@@ -43,6 +44,11 @@ impl SenderPreset {
         SenderPreset::ShopifyLike,
         SenderPreset::GitHub,
     ];
+
+    /// The preset called `name` (as [`SenderPreset::name`] writes it).
+    pub fn from_name(name: &str) -> Option<SenderPreset> {
+        SenderPreset::ALL.into_iter().find(|preset| preset.name() == name)
+    }
 
     pub fn name(self) -> &'static str {
         match self {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crate::coverage::SweepCoverage;
 use crate::db::Backend;
 use crate::run::{RunOptions, RunOutcome, run_seed};
+use crate::shape::WorkloadShape;
 use crate::system::System;
 
 /// What to sweep.
@@ -33,6 +34,8 @@ pub struct SweepOptions {
     pub check_determinism: bool,
     /// Turn every fault model on for every seed instead of a random subset (swarm testing).
     pub every_fault: bool,
+    /// What each seed's configuration may be; the default shape narrows nothing.
+    pub shape: WorkloadShape,
 }
 
 /// One of `count` disjoint slices of a sweep's seed range, numbered from 1.
@@ -538,6 +541,7 @@ fn run_one(options: &SweepOptions, seed: u64, started: Instant) -> Result<SeedRe
         keep_trace: false,
         config: None,
         every_fault: options.every_fault,
+        shape: options.shape.clone(),
         ..RunOptions::default()
     };
     let outcome = run_seed(&options.system, seed, &run_options).map_err(|error| (seed, error))?;
@@ -565,6 +569,7 @@ fn locate_divergence(options: &SweepOptions, seed: u64) -> Result<Divergence, St
         keep_trace: true,
         config: None,
         every_fault: options.every_fault,
+        shape: options.shape.clone(),
         ..RunOptions::default()
     };
     let lines = |steps: Option<Vec<crate::trace::TraceStep>>| -> Vec<String> {
@@ -735,6 +740,7 @@ mod tests {
             backend: Backend::Memdb,
             check_determinism: false,
             every_fault: false,
+            shape: WorkloadShape::default(),
         };
         let limits = SweepLimits::default();
         let stop = limits.stop.clone();
@@ -767,6 +773,7 @@ mod tests {
             backend: Backend::Memdb,
             check_determinism: false,
             every_fault: false,
+            shape: WorkloadShape::default(),
         };
         let found = Mutex::new(Vec::new());
         let report = sweep_with_limits(&options, &SweepLimits::default(), &|_| {}, &|found_now| {

@@ -112,6 +112,28 @@ pub enum ObservedRow {
     Receipt(ReceiptRow),
     Order(OrderRow),
     Obligation(ObligationRow),
+    /// A row of one of the system's own tables (a job queue, an audit log), kept as the decoder
+    /// wrote it for the system's own invariants; the built-in invariants ignore it.
+    Own(OwnRow),
+}
+
+/// A row of a system's own table, as its decoder describes it: the table, a key the decoder
+/// chooses (unique within the table for a correct system) and named fields as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnRow {
+    pub table: String,
+    pub key: String,
+    pub fields: Vec<(String, String)>,
+}
+
+impl OwnRow {
+    /// The field called `name`, if the decoder wrote one.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value.as_str())
+    }
 }
 
 /// "Upstream event `(account, event_id)` was processed."

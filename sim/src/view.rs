@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use commitgap::provider::FulfillmentPayload;
 
 use crate::db::RowChange;
-use crate::system::{ObligationRow, ObservedRow, OrderRow, ReceiptRow, System};
+use crate::system::{ObligationRow, ObservedRow, OrderRow, OwnRow, ReceiptRow, System};
 
 /// A row's place in the database: observed table index and rowid.
 pub type RowRef = (usize, i64);
@@ -80,6 +80,7 @@ impl DbView {
                     .or_default()
                     .insert(place);
             }
+            ObservedRow::Own(_) => {}
         }
         self.rows.insert(place, row);
     }
@@ -100,6 +101,7 @@ impl DbView {
                 remove_from(&mut self.obligations_by_operation, &operation, place);
                 return Some(row);
             }
+            ObservedRow::Own(_) => return Some(row),
         };
         remove_from(index, &key, place);
         Some(row)
@@ -142,6 +144,14 @@ impl DbView {
     pub fn orders(&self) -> impl Iterator<Item = &OrderRow> {
         self.rows.values().filter_map(|row| match row {
             ObservedRow::Order(order) => Some(order),
+            _ => None,
+        })
+    }
+
+    /// Every committed row of the system's own table `table`, in table order.
+    pub fn own_rows<'a>(&'a self, table: &'a str) -> impl Iterator<Item = &'a OwnRow> + 'a {
+        self.rows.values().filter_map(move |row| match row {
+            ObservedRow::Own(own) if own.table == table => Some(own),
             _ => None,
         })
     }

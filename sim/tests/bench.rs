@@ -86,7 +86,7 @@ fn bad_bench_input_exits_2_with_one_line() {
             &["bench", "--first-seed", "18446744073709551615", "--seeds", "2"],
             "--first-seed",
         ),
-        (&["bench", "--system", "reference"], "--system"),
+        (&["bench", "--system", "nonesuch"], "unknown system"),
     ] {
         let output = commitgap(arguments);
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -405,6 +405,7 @@ pub struct FaultContext {
 pub type BuildFault = fn(&serde_json::Value, SimRng, &FaultContext) -> Result<Box<dyn FaultModel>, String>;
 
 /// A registered fault model.
+#[derive(Clone, Copy)]
 pub struct FaultKind {
     pub name: &'static str,
     /// Which real failure it models, in one line.
@@ -426,6 +427,52 @@ pub struct FaultKind {
 /// Each model draws from its own streams, so where a new line goes changes no other model's
 /// draws, only which action wins when two act at one point.
 pub fn registry() -> Vec<FaultKind> {
+    let mut kinds = built_in();
+    kinds.extend(added().iter().copied());
+    kinds
+}
+
+/// Fault models added from outside this crate (a team's own, through `App::fault` or
+/// `harness::Check::fault`), after the built-in ones and in the order they were added.
+static ADDED: std::sync::RwLock<Vec<FaultKind>> = std::sync::RwLock::new(Vec::new());
+
+fn added() -> std::sync::RwLockReadGuard<'static, Vec<FaultKind>> {
+    // A panic while the list was held cannot leave it half-changed (a push is one step), so a
+    // poisoned lock still holds a whole list.
+    ADDED.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Adds a fault model to [`registry`] for the rest of the process, after every built-in model and
+/// every model added before it, so it takes precedence over none of them. It draws from its own
+/// streams, named after it, so adding it changes no other model's settings or decisions. Adding a
+/// model of a name already registered is refused, unless it is the same model added again (a test
+/// harness may be set up by several tests of one process).
+pub fn register(kind: FaultKind) -> Result<(), String> {
+    if let Some(existing) = registry().into_iter().find(|existing| existing.name == kind.name) {
+        return if std::ptr::fn_addr_eq(existing.build, kind.build) {
+            Ok(())
+        } else {
+            Err(format!(
+                "a fault model named {:?} is already registered; give the new one another name",
+                kind.name
+            ))
+        };
+    }
+    if kind.name.is_empty() || kind.name.contains(|c: char| c == ',' || c.is_whitespace()) {
+        return Err(format!(
+            "fault model name {:?} must be non-empty, without spaces or commas (it is a --faults value)",
+            kind.name
+        ));
+    }
+    ADDED
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(kind);
+    Ok(())
+}
+
+/// The fault models this crate ships, in precedence order.
+fn built_in() -> Vec<FaultKind> {
     vec![
         crash::KIND,
         lost_ack::KIND,

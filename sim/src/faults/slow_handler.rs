@@ -48,10 +48,16 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 fn build(
     value: &serde_json::Value,
     rng: SimRng,
-    _context: &FaultContext,
+    context: &FaultContext,
 ) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
-    check_duration("pause_ms_min", settings.pause_ms_min, 1)?;
+    // The stall is drawn from the sender's timeout; a configuration whose sender changed after
+    // the draw would stall for less than the timeout and test nothing this model is for.
+    check_duration(
+        "pause_ms_min (more than sender_timeout_ms; draw the configuration again after changing the sender)",
+        settings.pause_ms_min,
+        context.sender_timeout_ms.saturating_add(1),
+    )?;
     check_duration("pause_ms_max", settings.pause_ms_max, settings.pause_ms_min)?;
     Ok(Box::new(SlowHandler {
         settings,

@@ -31,6 +31,8 @@ mod request_matches_obligation;
 mod sender_converges;
 mod success_answer_has_receipt;
 
+use std::sync::Arc;
+
 use crate::provider::ProviderModel;
 pub use crate::record::{AnswerRecord, CommitRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::sender::Sender;
@@ -65,8 +67,61 @@ pub trait Invariant: Send + Sync {
     fn check(&self, observation: &Observation<'_>) -> Result<(), String>;
 }
 
-/// Every invariant, safety first. Adding one is one file and one line here.
+/// Every invariant: the built-in ones, safety first, then those added with [`register`].
 pub fn registry() -> Vec<Box<dyn Invariant>> {
+    let mut invariants = built_in();
+    invariants.extend(
+        ADDED
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|invariant| Box::new(Added(Arc::clone(invariant))) as Box<dyn Invariant>),
+    );
+    invariants
+}
+
+/// Invariants added from outside this crate (a team's own, through `App::invariant` or
+/// `harness::Check::invariant`), checked after the built-in ones in the order they were added.
+static ADDED: std::sync::RwLock<Vec<Arc<dyn Invariant>>> = std::sync::RwLock::new(Vec::new());
+
+/// An added invariant, shared by every run that checks it.
+struct Added(Arc<dyn Invariant>);
+
+impl Invariant for Added {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn description(&self) -> &'static str {
+        self.0.description()
+    }
+    fn kind(&self) -> InvariantKind {
+        self.0.kind()
+    }
+    fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
+        self.0.check(observation)
+    }
+}
+
+/// Adds an invariant to [`registry`] for the rest of the process; every run checks it after the
+/// built-in ones, so a failure a built-in invariant names keeps its name. Adding a second
+/// invariant of a name already registered is refused (adding one of the same name again is a
+/// no-op, as when several tests of one process set up the same harness).
+pub fn register(invariant: Arc<dyn Invariant>) -> Result<(), String> {
+    let name = invariant.name();
+    if built_in().iter().any(|existing| existing.name() == name) {
+        return Err(format!(
+            "{name:?} is a built-in invariant's name; give the new one another name"
+        ));
+    }
+    let mut added = ADDED.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !added.iter().any(|existing| existing.name() == name) {
+        added.push(invariant);
+    }
+    Ok(())
+}
+
+/// The invariants this crate ships, safety first. Adding one is one file and one line here.
+fn built_in() -> Vec<Box<dyn Invariant>> {
     vec![
         // First, so that a hostile request's commit is named for what it is, not for the
         // inconsistency it causes elsewhere.

@@ -11,15 +11,15 @@
 
 use std::rc::Rc;
 
-use commitgap::env::{DbError, Env, LocalBoxFuture, Value, int, text};
-use commitgap::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
-use commitgap::receiver::{
+use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Value, int, text};
+use commitgap_sim::commitgap::provider::{FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
+use commitgap_sim::commitgap::receiver::{
     Answer, CHARGE_REFUNDED, ORDER_CANCELLED, PAYMENT_SUCCEEDED, SuccessKind, WebhookDelivery, WebhookEvent,
     authenticate,
 };
-use commitgap::relay::RelaySettings;
+use commitgap_sim::commitgap::relay::RelaySettings;
 use commitgap_sim::system::{
-    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, ReceiptRow, System,
+    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, OwnRow, ReceiptRow, System,
 };
 
 const SCHEMA: &str = "
@@ -54,7 +54,11 @@ impl System for ShopSystem {
         "a separately written receiver and relay with their own schema"
     }
 
-    fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+    fn set_up(
+        &self,
+        connection: &commitgap_sim::rusqlite::Connection,
+        fixtures: &Fixtures,
+    ) -> Result<(), DbError> {
         connection.execute_batch(SCHEMA)?;
         for (account, tenant) in &fixtures.accounts {
             connection.execute("INSERT INTO account_shops VALUES (?1, ?2)", (account, tenant))?;
@@ -129,7 +133,7 @@ impl System for ShopSystem {
     }
 
     fn observed_tables(&self) -> &[&'static str] {
-        &["inbox", "shop_orders", "jobs"]
+        &["account_shops", "inbox", "shop_orders", "jobs"]
     }
 
     fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
@@ -144,6 +148,12 @@ impl System for ShopSystem {
             )),
         };
         match table {
+            // The team's own table, for its own invariant (see `invariant.rs`).
+            "account_shops" => Ok(ObservedRow::Own(OwnRow {
+                table: table.to_owned(),
+                key: text_at(0)?,
+                fields: vec![("shop".to_owned(), text_at(1)?)],
+            })),
             "inbox" => Ok(ObservedRow::Receipt(ReceiptRow {
                 account: text_at(0)?,
                 event_id: text_at(1)?,

@@ -1,0 +1,189 @@
+//! The workload is the user's: `--sender`, `--tenants`, `--orders` and the other shape flags
+//! narrow what each seed draws, bad values are one line with exit 2, the configuration drawn is
+//! what seed files record (so a file replays with no flags), and every printed `replay --seed`
+//! command carries the flags that draw the same configuration again.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn commitgap(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_commitgap"))
+        .args(arguments)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!("commitgap-shape-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+#[test]
+fn a_large_workload_against_a_sender_without_retries_passes() {
+    let directory = scratch("large");
+    let output = commitgap(&[
+        "sweep",
+        "--sender",
+        "github",
+        "--tenants",
+        "4..8",
+        "--orders",
+        "5..8",
+        "--seeds",
+        "40",
+        "--seeds-dir",
+        directory.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stdout));
+    assert!(text(&output.stdout).contains("sweep: 40 seeds, 0 failures"));
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+#[test]
+fn a_seed_file_records_the_shaped_configuration_and_replays_without_flags() {
+    let directory = scratch("file");
+    let output = commitgap(&[
+        "sweep",
+        "--system",
+        "receipt-first",
+        "--sender",
+        "github",
+        "--tenants",
+        "4..5",
+        "--orders",
+        "2",
+        "--without-faults",
+        "crash,lost-ack",
+        "--seeds",
+        "2",
+        "--no-shrink",
+        "--seeds-dir",
+        directory.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("replay --seed 0 --system receipt-first --backend memdb --sender github --tenants 4..5 --orders 2 --without-faults crash,lost-ack"),
+        "{stdout}"
+    );
+    let path = directory.join("receipt-first-0.json");
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let config = &file["config"];
+    assert_eq!(config["sender_preset"], "git-hub");
+    assert!((4..=5).contains(&config["tenants"].as_u64().unwrap()));
+    assert_eq!(config["orders_per_tenant"], 2);
+    assert_eq!(config["faults"]["crash"]["enabled"], false);
+    assert_eq!(config["faults"]["lost-ack"]["enabled"], false);
+    // The file alone replays the run as found; by seed, the printed flags draw the same run.
+    let from_file = commitgap(&["replay", path.to_str().unwrap(), "--from", "seed"]);
+    assert_eq!(from_file.status.code(), Some(1));
+    assert!(
+        !text(&from_file.stdout).contains("differs"),
+        "{}",
+        text(&from_file.stdout)
+    );
+    let by_seed = commitgap(&[
+        "replay",
+        "--seed",
+        "0",
+        "--system",
+        "receipt-first",
+        "--sender",
+        "github",
+        "--tenants",
+        "4..5",
+        "--orders",
+        "2",
+        "--without-faults",
+        "crash,lost-ack",
+    ]);
+    let digest = |output: &Output| {
+        let stdout = text(&output.stdout);
+        let start = stdout.find("digest ").expect("a digest is printed") + 7;
+        stdout[start..start + 32].to_owned()
+    };
+    assert_eq!(digest(&by_seed), digest(&from_file));
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+#[test]
+fn bad_shapes_exit_2_with_one_line() {
+    for (arguments, expected) in [
+        (&["sweep", "--tenants", "8..4"][..], "empty range"),
+        (&["sweep", "--tenants", "0..2"], "includes 0"),
+        (&["sweep", "--tenants", "27"], "allowed 1..26"),
+        (&["sweep", "--tenants", "8", "--orders", "9"], "72 orders"),
+        (
+            &["sweep", "--sender", "gitlab"],
+            "unknown sender preset \"gitlab\"",
+        ),
+        (
+            &["sweep", "--faults", "crash,nonesuch"],
+            "no fault model is called \"nonesuch\"",
+        ),
+        (&["sweep", "--lease-ms", "1000"], "lease-ms 1000"),
+        (&["replay", "--seed", "1", "--orders", "x"], "not a count"),
+        (
+            &["sweep", "--shape", "/nonexistent/shape.json"],
+            "cannot read --shape",
+        ),
+    ] {
+        let output = commitgap(arguments);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{arguments:?}: {stderr:?}");
+        assert!(
+            stderr.contains(expected),
+            "{arguments:?}: {stderr:?} should say {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn a_shape_file_is_read_and_the_flags_override_it() {
+    let directory = scratch("shape-file");
+    let shape = directory.join("shape.json");
+    std::fs::write(
+        &shape,
+        r#"{"tenants": "2", "orders": {"min": 1, "max": 2}, "sender": "svix", "faults": ["crash"]}"#,
+    )
+    .unwrap();
+    let output = commitgap(&[
+        "sweep",
+        "--system",
+        "receipt-first",
+        "--shape",
+        shape.to_str().unwrap(),
+        "--tenants",
+        "3",
+        "--seeds",
+        "1",
+        "--no-shrink",
+        "--seeds-dir",
+        directory.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(directory.join("receipt-first-0.json")).unwrap()).unwrap();
+    assert_eq!(file["config"]["tenants"], 3, "the flag wins over the file");
+    assert_eq!(
+        file["config"]["sender_preset"], "svix",
+        "the file's setting holds"
+    );
+    assert_eq!(file["config"]["faults"]["lost-ack"]["enabled"], false);
+    std::fs::write(&shape, r#"{"tennants": 2}"#).unwrap();
+    let output = commitgap(&["sweep", "--shape", shape.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("unknown field `tennants`"),
+        "{}",
+        text(&output.stderr)
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
