@@ -52,6 +52,13 @@ pub struct SimConfig {
     pub liveness_ms_max: i64,
     /// ... or after this many more steps.
     pub liveness_steps_max: u64,
+    /// Both liveness bounds grow with the run's streams of deliveries: at least this many steps
+    /// per stream (0 keeps `liveness_steps_max` as it is; see [`crate::run::liveness_bounds`]).
+    #[serde(default = "default_liveness_steps_per_stream")]
+    pub liveness_steps_per_stream: u64,
+    /// ... and at least this much virtual time per stream (0 keeps `liveness_ms_max`).
+    #[serde(default = "default_liveness_ms_per_stream")]
+    pub liveness_ms_per_stream: i64,
     /// Each fault model's settings, by name.
     pub faults: BTreeMap<String, serde_json::Value>,
 }
@@ -155,6 +162,8 @@ impl SimConfig {
             fault_phase_steps_max: 20_000,
             liveness_ms_max: 5 * 24 * HOUR_MS,
             liveness_steps_max: 50_000,
+            liveness_steps_per_stream: default_liveness_steps_per_stream(),
+            liveness_ms_per_stream: default_liveness_ms_per_stream(),
             faults: BTreeMap::new(),
         }
     }
@@ -239,6 +248,18 @@ impl SimConfig {
             self.liveness_steps_max,
             1,
             limits::LIVENESS_STEPS_MAX,
+        )?;
+        check(
+            "liveness_steps_per_stream",
+            self.liveness_steps_per_stream,
+            0,
+            limits::LIVENESS_STEPS_MAX,
+        )?;
+        check(
+            "liveness_ms_per_stream",
+            self.liveness_ms_per_stream,
+            0,
+            limits::DURATION_MS_MAX,
         )
     }
 
@@ -313,6 +334,22 @@ impl SimConfig {
         }
         Ok(())
     }
+}
+
+/// Steps the liveness phase may take per stream of deliveries. After heal, an operator
+/// redelivers every stream the sender gave up on at once; the receivers settle a few per round
+/// while the rest meet a busy database and wait for the next round, so the work grows with the
+/// streams given up. Measured on the reference under `--sender github --tenants 4..8 --orders
+/// 5..8` (up to about 300 streams): with the fixed 50,000 steps, 5 seeds in 2,000 did not settle;
+/// with this, none of 10,000.
+fn default_liveness_steps_per_stream() -> u64 {
+    2_000
+}
+
+/// Virtual time the liveness phase may take per stream, for the same reason: the operator looks
+/// again every 30 minutes, and each round settles a few streams.
+fn default_liveness_ms_per_stream() -> i64 {
+    30 * MINUTE_MS
 }
 
 impl Workload {

@@ -116,31 +116,19 @@ impl std::fmt::Display for Unsettled {
     }
 }
 
-/// Steps the liveness phase may take for each stream of deliveries, on top of nothing: the
-/// configured bound holds for small workloads, this one for large ones. After heal, an operator
-/// redelivers every stream the sender gave up on at once; the receivers settle a few per round
-/// while the rest meet a busy database and wait for the next round, so the work grows with the
-/// square of the streams given up. Measured on the reference under `--sender github --tenants
-/// 4..8 --orders 5..8` (up to about 300 streams): at 50,000 steps 5 seeds in 2,000 had not settled,
-/// with this bound none in 10,000 (see README, "Reading a verdict").
-pub const LIVENESS_STEPS_PER_STREAM: u64 = 2_000;
-
-/// Virtual time the liveness phase may take for each stream, for the same reason: the operator
-/// looks again every 30 minutes, and each round settles a few streams.
-pub const LIVENESS_MS_PER_STREAM: i64 = 30 * 60_000;
-
-/// The liveness phase's bounds for this run: the configured ones, raised in proportion to the
-/// streams of deliveries the run has, and never past the limits every run is held to.
-fn liveness_bounds(world: &World) -> (i64, u64) {
+/// The liveness phase's bounds for this run, as (virtual time, steps): the configured ones,
+/// raised to the per-stream bounds times the streams of deliveries the run has, and never past
+/// the limits every run is held to.
+pub fn liveness_bounds(world: &World) -> (i64, u64) {
     let streams = world.sender().streams().len() as u64;
     let config = world.config();
     let steps = config
         .liveness_steps_max
-        .max(streams.saturating_mul(LIVENESS_STEPS_PER_STREAM))
+        .max(streams.saturating_mul(config.liveness_steps_per_stream))
         .min(crate::limits::LIVENESS_STEPS_MAX.max(config.liveness_steps_max));
     let time_ms = config
         .liveness_ms_max
-        .max((streams as i64).saturating_mul(LIVENESS_MS_PER_STREAM))
+        .max((streams as i64).saturating_mul(config.liveness_ms_per_stream))
         .min(crate::limits::DURATION_MS_MAX.max(config.liveness_ms_max));
     (time_ms, steps)
 }

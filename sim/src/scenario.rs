@@ -95,6 +95,8 @@ impl Scenario {
             fault_phase_steps_max: 1,
             liveness_ms_max: 1,
             liveness_steps_max: 1,
+            liveness_steps_per_stream: 0,
+            liveness_ms_per_stream: 0,
             faults: Default::default(),
         };
         // A scenario may run without relay workers (the test drives the relay, or checks what

@@ -3,7 +3,7 @@
 //! what seed files record (so a file replays with no flags), and every printed `replay --seed`
 //! command carries the flags that draw the same configuration again.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn commitgap(arguments: &[&str]) -> Output {
@@ -184,6 +184,42 @@ fn a_shape_file_is_read_and_the_flags_override_it() {
         text(&output.stderr).contains("unknown field `tennants`"),
         "{}",
         text(&output.stderr)
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+#[test]
+fn the_liveness_bounds_grow_with_the_streams_unless_a_file_turns_that_off() {
+    let directory = scratch("bounds");
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/receipt-first-0.json");
+    let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(committed).unwrap()).unwrap();
+    file["system"] = "reference".into();
+    file["expect"] = serde_json::json!({"outcome": "passes"});
+    file["config"]["liveness_steps_max"] = 20.into();
+    let write = |file: &serde_json::Value, name: &str| {
+        let path = directory.join(name);
+        std::fs::write(&path, serde_json::to_vec_pretty(file).unwrap()).unwrap();
+        path
+    };
+    let scaled = write(&file, "scaled.json");
+    let output = commitgap(&["replay", scaled.to_str().unwrap(), "--from", "seed"]);
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("passed every invariant"), "{stdout}");
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+
+    file["config"]["liveness_steps_per_stream"] = 0.into();
+    let fixed = write(&file, "fixed.json");
+    let output = commitgap(&["replay", fixed.to_str().unwrap(), "--from", "seed"]);
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("UNSETTLED: did not settle within 20 steps after heal"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("still pending: "), "{stdout}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a bound that was hit is its own verdict"
     );
     std::fs::remove_dir_all(&directory).unwrap();
 }
