@@ -206,6 +206,9 @@ struct ShapeArgs {
     /// Relay worker processes: N or MIN..MAX.
     #[arg(long, value_name = "RANGE")]
     relay_workers: Option<CountRange>,
+    /// Amount-update events per order, on top of its payment, refund or cancellation: N or MIN..MAX, at most 3.
+    #[arg(long, value_name = "RANGE")]
+    updates: Option<CountRange>,
     /// How long the provider keeps an idempotency key, in milliseconds.
     #[arg(long, value_name = "MS")]
     key_lifetime_ms: Option<i64>,
@@ -452,6 +455,7 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
         orders: args.orders,
         receivers: args.receivers,
         relay_workers: args.relay_workers,
+        updates: args.updates,
         sender: args
             .sender
             .as_deref()
@@ -494,6 +498,7 @@ fn overlay(base: WorkloadShape, top: WorkloadShape) -> WorkloadShape {
         orders: top.orders.or(base.orders),
         receivers: top.receivers.or(base.receivers),
         relay_workers: top.relay_workers.or(base.relay_workers),
+        updates: top.updates.or(base.updates),
         sender: top.sender.or(base.sender),
         key_lifetime_ms: top.key_lifetime_ms.or(base.key_lifetime_ms),
         lease_ms: top.lease_ms.or(base.lease_ms),

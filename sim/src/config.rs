@@ -32,6 +32,10 @@ pub struct SimConfig {
     pub orders_per_tenant: u32,
     /// Share of orders whose payment the sender reports; the rest stay unpaid.
     pub paid_orders: Ratio,
+    /// When set, each order gets this many amount updates, drawn from a stream of their own,
+    /// instead of the usual none, one or two (see [`crate::shape::WorkloadShape::updates`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updates_per_order: Option<CountRange>,
     pub receivers: u32,
     pub relay_workers: u32,
     pub sender_preset: SenderPreset,
@@ -105,6 +109,7 @@ impl SimConfig {
         self.orders_per_tenant = draw("orders", shape.orders, self.orders_per_tenant);
         self.receivers = draw("receivers", shape.receivers, self.receivers);
         self.relay_workers = draw("relay-workers", shape.relay_workers, self.relay_workers);
+        self.updates_per_order = shape.updates;
         if let Some(preset) = shape.sender {
             self.sender_preset = preset;
             self.sender_timeout_ms = preset.timeout_ms();
@@ -150,6 +155,7 @@ impl SimConfig {
             tenants: rng.between(1, 3) as u32,
             orders_per_tenant: rng.between(1, 4) as u32,
             paid_orders: Ratio::new(4, 5),
+            updates_per_order: None,
             receivers: rng.between(1, 3) as u32,
             relay_workers: rng.between(1, 3) as u32,
             sender_preset,
@@ -226,6 +232,14 @@ impl SimConfig {
                 self.orders_per_tenant,
                 limits::ORDERS_MAX
             ));
+        }
+        if let Some(range) = self.updates_per_order {
+            check(
+                "updates_per_order.max",
+                range.max,
+                range.min,
+                crate::shape::UPDATES_PER_ORDER_MAX,
+            )?;
         }
         check("receivers", self.receivers, 1, limits::PROCESSES_MAX)?;
         // Without a relay worker nothing could ever drain the outbox: every paid order would
@@ -358,6 +372,7 @@ impl Workload {
     /// does not exist. Event ids count per account, so accounts share id strings.
     pub fn draw(seed: u64, config: &SimConfig) -> Workload {
         let mut rng = SimRng::stream(seed, "workload");
+        let mut updates_rng = SimRng::stream(seed, "workload/updates");
         let window_ms = config.emit_window_ms;
         let mut accounts = Vec::new();
         let mut orders = Vec::new();
@@ -401,15 +416,29 @@ impl Workload {
                 } else if story < 17 {
                     events.push(new_event(EventKind::Cancel, 0, paid_at_ms));
                 }
+                let mut updates = Vec::new();
                 if rng.chance(Ratio::new(1, 4)) {
                     // Updates get distinct creation times, so "newest wins" is well defined.
                     let first_ms = rng.between(0, window_ms - 1);
-                    events.push(new_event(EventKind::Update, rng.between(100, 100_000), first_ms));
+                    updates.push(new_event(EventKind::Update, rng.between(100, 100_000), first_ms));
                     if rng.chance(Ratio::new(1, 2)) {
                         let second_ms = first_ms + rng.between(1, window_ms);
-                        events.push(new_event(EventKind::Update, rng.between(100, 100_000), second_ms));
+                        updates.push(new_event(EventKind::Update, rng.between(100, 100_000), second_ms));
                     }
                 }
+                if let Some(range) = config.updates_per_order {
+                    // The usual draws above are still made, so every other event of the workload
+                    // is what it would have been; only the updates come from their own stream.
+                    updates.clear();
+                    let count = updates_rng.between(i64::from(range.min), i64::from(range.max));
+                    let mut created_ms = updates_rng.between(0, window_ms - 1);
+                    for _ in 0..count {
+                        let amount_cents = updates_rng.between(100, 100_000);
+                        updates.push(new_event(EventKind::Update, amount_cents, created_ms));
+                        created_ms += updates_rng.between(1, window_ms);
+                    }
+                }
+                events.extend(updates);
             }
         }
         if rng.chance(Ratio::new(1, 4)) {
@@ -442,6 +471,43 @@ impl Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shape_narrows_what_it_names_and_leaves_every_other_draw_alone() {
+        let shape = WorkloadShape {
+            tenants: Some(CountRange { min: 2, max: 2 }),
+            updates: Some(CountRange { min: 2, max: 2 }),
+            sender: Some(SenderPreset::GitHub),
+            without_faults: vec!["crash".to_owned()],
+            ..WorkloadShape::default()
+        };
+        for seed in 0..40 {
+            let open = SimConfig::draw(seed, Backend::Memdb);
+            assert_eq!(
+                open,
+                SimConfig::draw_shaped(seed, Backend::Memdb, &WorkloadShape::default())
+            );
+            let shaped = SimConfig::draw_shaped(seed, Backend::Memdb, &shape);
+            assert_eq!(shaped.tenants, 2);
+            assert_eq!(shaped.sender_timeout_ms, SenderPreset::GitHub.timeout_ms());
+            assert_eq!(shaped.faults["crash"]["enabled"], false);
+            assert_eq!(
+                shaped.relay, open.relay,
+                "seed {seed}: unnamed settings are drawn as before"
+            );
+            shaped.validate().unwrap();
+            let workload = Workload::draw(seed, &shaped);
+            for order in &workload.fixtures.orders {
+                let updates = workload
+                    .events
+                    .iter()
+                    .filter(|event| event.order == order.order && event.tenant == order.tenant)
+                    .filter(|event| event.kind == EventKind::Update)
+                    .count();
+                assert_eq!(updates, 2, "seed {seed}: {}/{}", order.tenant, order.order);
+            }
+        }
+    }
 
     #[test]
     fn bodies_are_what_serde_json_writes() {

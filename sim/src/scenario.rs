@@ -96,6 +96,7 @@ impl Scenario {
             liveness_ms_max: 1,
             liveness_steps_max: 1,
             liveness_steps_per_stream: 0,
+            updates_per_order: None,
             liveness_ms_per_stream: 0,
             faults: Default::default(),
         };

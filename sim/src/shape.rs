@@ -88,9 +88,9 @@ impl FromStr for CountRange {
             },
             None => CountRange::exactly(number(text)?),
         };
-        if range.min == 0 || range.min > range.max {
+        if range.min > range.max {
             return Err(format!(
-                "{text:?} is an empty range or includes 0; write N or MIN..MAX with 1 <= MIN <= MAX"
+                "{text:?} is an empty range; write N or MIN..MAX with MIN <= MAX"
             ));
         }
         Ok(range)
@@ -110,6 +110,9 @@ pub struct WorkloadShape {
     pub receivers: Option<CountRange>,
     /// Relay worker processes.
     pub relay_workers: Option<CountRange>,
+    /// Amount-update events per order, on top of its story (a payment, a payment and a refund,
+    /// a cancellation, or nothing): updates are what "the newest state wins" is tested with.
+    pub updates: Option<CountRange>,
     /// The sender's retry contract.
     pub sender: Option<SenderPreset>,
     /// How long the provider keeps an idempotency key.
@@ -124,6 +127,11 @@ pub struct WorkloadShape {
     /// These fault models are never drawn.
     pub without_faults: Vec<String>,
 }
+
+/// The most amount updates per order: with an order's story (at most two events) that keeps a
+/// workload within [`limits::EVENTS_MAX`] and [`limits::STREAMS_MAX`] at [`limits::ORDERS_MAX`]
+/// orders, whatever the fault models add.
+pub const UPDATES_PER_ORDER_MAX: u32 = 3;
 
 /// The shortest lease a shape may set: twice the longest relay call timeout a seed draws, which
 /// is the contract the configuration holds the lease to.
@@ -150,6 +158,13 @@ impl WorkloadShape {
             {
                 return Err(format!("{name} {range} is out of range; allowed 1..{max}"));
             }
+        }
+        if let Some(range) = self.updates
+            && (range.min > range.max || range.max > UPDATES_PER_ORDER_MAX)
+        {
+            return Err(format!(
+                "updates {range} is out of range; allowed 0..{UPDATES_PER_ORDER_MAX} (a bound on a workload's events)"
+            ));
         }
         let largest = u64::from(self.tenants.map_or(3, |range| range.max))
             * u64::from(self.orders.map_or(4, |range| range.max));
@@ -206,6 +221,7 @@ impl WorkloadShape {
             ("orders", self.orders),
             ("receivers", self.receivers),
             ("relay-workers", self.relay_workers),
+            ("updates", self.updates),
         ] {
             if let Some(range) = range {
                 add(flag, range.to_string());
@@ -240,7 +256,7 @@ mod tests {
         assert_eq!("4..=8".parse(), Ok(CountRange { min: 4, max: 8 }));
         assert_eq!("3".parse(), Ok(CountRange::exactly(3)));
         assert!("8..4".parse::<CountRange>().is_err());
-        assert!("0..2".parse::<CountRange>().is_err());
+        assert_eq!("0..2".parse(), Ok(CountRange { min: 0, max: 2 }));
         assert!("x".parse::<CountRange>().is_err());
         assert_eq!(CountRange { min: 4, max: 8 }.to_string(), "4..8");
     }

@@ -116,7 +116,8 @@ fn a_seed_file_records_the_shaped_configuration_and_replays_without_flags() {
 fn bad_shapes_exit_2_with_one_line() {
     for (arguments, expected) in [
         (&["sweep", "--tenants", "8..4"][..], "empty range"),
-        (&["sweep", "--tenants", "0..2"], "includes 0"),
+        (&["sweep", "--tenants", "0..2"], "allowed 1..26"),
+        (&["sweep", "--updates", "2..4"], "allowed 0..3"),
         (&["sweep", "--tenants", "27"], "allowed 1..26"),
         (&["sweep", "--tenants", "8", "--orders", "9"], "72 orders"),
         (
