@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, TimerAction,
-    check_duration, draw_ratio, from_json, swarm_enabled, to_json,
+    check, check_duration, draw_ratio, from_json, swarm_enabled, to_json,
 };
 use crate::rng::{Ratio, SimRng};
 
@@ -48,11 +48,18 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
 fn build(
     value: &serde_json::Value,
     rng: SimRng,
-    _context: &FaultContext,
+    context: &FaultContext,
 ) -> Result<Box<dyn FaultModel>, String> {
     let settings: Settings = from_json(value)?;
     check_duration("pause_ms_min", settings.pause_ms_min, 1)?;
-    check_duration("pause_ms_max", settings.pause_ms_max, settings.pause_ms_min)?;
+    // The relay is written to tolerate stalls up to relay.stall_ms_max; a longer pause (say,
+    // drawn before that bound was lowered by hand) would test a contract the relay never made.
+    check(
+        "pause_ms_max (at most relay.stall_ms_max)",
+        settings.pause_ms_max,
+        settings.pause_ms_min,
+        context.stall_ms_max,
+    )?;
     Ok(Box::new(WorkerPause {
         settings,
         rng,
