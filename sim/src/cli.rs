@@ -109,6 +109,10 @@ struct MutantsArgs {
     /// The most seeds to spend on each planted bug (and to sweep the reference with).
     #[arg(long, default_value_t = DEFAULT_MUTANT_BUDGET, value_parser = clap::value_parser!(u64).range(1..))]
     budget: u64,
+    /// Search each planted bug from K first seeds (S, S+1000000, ...) and print the mean and the
+    /// worst seeds to first failure, instead of one search and the sweep of the systems under test.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    starts: Option<u64>,
     /// The first seed of every search.
     // Negative numbers are read as values, so `-1` is refused as a seed, not as an unknown flag.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -1526,6 +1530,9 @@ fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageError> {
         backend,
         shape: shape.clone(),
     };
+    if let Some(starts) = args.starts {
+        return Ok(say_time_to_bug(app, &options, starts));
+    }
     say!(
         "{:<28} {:<42} {:>6} {:>9} {:>7}",
         "planted bug",
@@ -1573,6 +1580,57 @@ fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageError> {
     } else {
         1
     })
+}
+
+/// `mutants --starts K`: each planted bug searched from K first seeds, with the mean and worst
+/// seeds to first failure. Exit 0 when every search caught its bug.
+fn say_time_to_bug(app: &App, options: &crate::mutants::MutantsOptions, starts: u64) -> i32 {
+    say!(
+        "{:<28} {:>6} {:>6} {:>7}  caught by",
+        "planted bug",
+        "mean",
+        "worst",
+        "caught"
+    );
+    let rows = crate::mutants::time_to_bug(options, app.planted_bugs(), starts, &|row| {
+        let caught = row.seeds_to_failure.iter().flatten().count();
+        say!(
+            "{:<28} {:>6} {:>6} {:>7}  {}",
+            row.system,
+            row.mean()
+                .map_or_else(|| "-".to_owned(), |mean| format!("{mean:.1}")),
+            row.worst()
+                .map_or_else(|| "-".to_owned(), |worst| worst.to_string()),
+            format!("{caught}/{starts}"),
+            row.invariants.join(", ")
+        );
+    });
+    let survived: Vec<&str> = rows
+        .iter()
+        .filter(|row| row.worst().is_none())
+        .map(|row| row.system.as_str())
+        .collect();
+    let worst = rows
+        .iter()
+        .filter_map(crate::mutants::StartsRow::worst)
+        .max()
+        .unwrap_or(0);
+    let mean_max = rows
+        .iter()
+        .filter_map(crate::mutants::StartsRow::mean)
+        .fold(0.0, f64::max);
+    say!(
+        "mutants: {} of {} planted bugs caught from all {starts} starts within {} seeds each; highest mean {mean_max:.1}, worst {worst}",
+        rows.len() - survived.len(),
+        rows.len(),
+        options.budget
+    );
+    if survived.is_empty() {
+        0
+    } else {
+        say!("mutants: not caught from every start: {}", survived.join(", "));
+        1
+    }
 }
 
 /// The rows of the systems that must pass, each failure with its replay command.

@@ -111,6 +111,71 @@ pub fn run(
     }
 }
 
+/// How far apart the first seeds of [`time_to_bug`]'s searches are: far enough that no two
+/// searches share a seed within any budget this module is run with.
+pub const START_STRIDE: u64 = 1_000_000;
+
+/// One planted bug's searches from several first seeds.
+#[derive(Debug, Clone)]
+pub struct StartsRow {
+    pub system: String,
+    /// Seeds to first failure from each start (`None` where the budget ran out).
+    pub seeds_to_failure: Vec<Option<u64>>,
+    /// The invariants that caught it, each once, in the order first seen.
+    pub invariants: Vec<String>,
+}
+
+impl StartsRow {
+    /// The mean seeds to first failure over the searches that found one.
+    pub fn mean(&self) -> Option<f64> {
+        let found: Vec<u64> = self.seeds_to_failure.iter().flatten().copied().collect();
+        (!found.is_empty()).then(|| found.iter().sum::<u64>() as f64 / found.len() as f64)
+    }
+
+    /// The most seeds any search took, or `None` when a search ran out of budget.
+    pub fn worst(&self) -> Option<u64> {
+        self.seeds_to_failure
+            .iter()
+            .try_fold(0, |worst, seeds| seeds.map(|seeds| worst.max(seeds)))
+    }
+}
+
+/// Time to bug from anywhere: searches each planted bug from `starts` first seeds
+/// (`first_seed`, `first_seed + START_STRIDE`, ...), each within the budget. `on_row` is called as
+/// each bug finishes.
+pub fn time_to_bug(
+    options: &MutantsOptions,
+    planted: &[Arc<dyn System>],
+    starts: u64,
+    on_row: &dyn Fn(&StartsRow),
+) -> Vec<StartsRow> {
+    let mut rows = Vec::new();
+    for system in planted {
+        let mut row = StartsRow {
+            system: system.name().to_owned(),
+            seeds_to_failure: Vec::new(),
+            invariants: Vec::new(),
+        };
+        for start in 0..starts {
+            let from = MutantsOptions {
+                first_seed: options.first_seed.wrapping_add(start.wrapping_mul(START_STRIDE)),
+                ..options.clone()
+            };
+            let caught = hunt(system, &from).caught;
+            if let Some(caught) = &caught
+                && !row.invariants.contains(&caught.invariant)
+            {
+                row.invariants.push(caught.invariant.clone());
+            }
+            row.seeds_to_failure
+                .push(caught.map(|caught| caught.seeds_to_failure));
+        }
+        on_row(&row);
+        rows.push(row);
+    }
+    rows
+}
+
 /// Sweeps a system that must pass over the whole budget.
 fn sweep_correct(reference: &Arc<dyn System>, options: &MutantsOptions) -> ReferenceRow {
     let started = Instant::now();

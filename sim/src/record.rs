@@ -107,4 +107,7 @@ pub struct History {
     pub ever_received: BTreeSet<(String, String)>,
     /// Orders refunded while still awaiting payment: `(tenant, order)`.
     pub refunded_before_payment: BTreeSet<(String, String)>,
+    /// The furthest any process's clock has been from true time so far in the run, in either
+    /// direction (0 while no clock has moved).
+    pub clock_offset_max_ms: i64,
 }

@@ -919,6 +919,8 @@ fn observation<'a>(world: &'a World, step: &'a StepRecord) -> Observation<'a> {
         sender: world.sender(),
         history: world.history(),
         step,
+        now_ms: world.now_ms(),
+        config: world.config(),
     }
 }
 

@@ -20,6 +20,7 @@ mod no_call_inside_transaction;
 mod no_stuck_key;
 mod obligation_settles_with_effect_or_reason;
 mod one_effect_per_operation;
+mod one_live_lease_per_obligation;
 mod one_obligation_per_operation;
 mod one_receipt_per_event;
 mod order_state_moves_forward;
@@ -33,6 +34,7 @@ mod success_answer_has_receipt;
 
 use std::sync::Arc;
 
+use crate::config::SimConfig;
 use crate::provider::ProviderModel;
 pub use crate::record::{AnswerRecord, CommitRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::sender::Sender;
@@ -138,6 +140,7 @@ fn built_in() -> Vec<Box<dyn Invariant>> {
         Box::new(success_answer_has_receipt::SuccessAnswerHasReceipt),
         Box::new(dedupe_scope_per_account::DedupeScopePerAccount),
         Box::new(completion_by_lease_holder::CompletionByLeaseHolder),
+        Box::new(one_live_lease_per_obligation::OneLiveLeasePerObligation),
         Box::new(lease_outlives_call::LeaseOutlivesCall),
         Box::new(obligation_settles_with_effect_or_reason::ObligationSettlesWithEffectOrReason),
         Box::new(order_state_moves_forward::OrderStateMovesForward),
@@ -165,6 +168,10 @@ pub struct Observation<'a> {
     pub history: &'a History,
     /// What this step changed (empty for liveness checks).
     pub step: &'a StepRecord,
+    /// True virtual time at the end of the step, by no process's clock.
+    pub now_ms: i64,
+    /// The run's configuration: the bounds the system was promised (clock skew, stalls, lease).
+    pub config: &'a SimConfig,
 }
 
 /// The business operation that paying `(tenant, order)` owes: one fulfillment, version 1.

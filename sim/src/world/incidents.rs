@@ -62,6 +62,7 @@ impl World {
     /// Sets the clock of `process` `offset_ms` from true time.
     pub fn jump_clock(&mut self, process: usize, item: Item, offset_ms: i64, fault: &str) {
         self.processes[process].clock_offset_ms = offset_ms;
+        self.history.clock_offset_max_ms = self.history.clock_offset_max_ms.max(offset_ms.saturating_abs());
         if let Item::Task(task) = item {
             self.tasks
                 .get_mut(&task)

@@ -15,6 +15,7 @@ mod ack_before_commit;
 mod blind_retry_after_expiry;
 mod call_inside_transaction;
 mod check_then_insert;
+mod claim_ignores_live_lease;
 mod future_timestamp_rejected;
 mod key_from_event;
 mod key_per_attempt;
@@ -41,6 +42,7 @@ pub use ack_before_commit::AckBeforeCommit;
 pub use blind_retry_after_expiry::BlindRetryAfterExpiry;
 pub use call_inside_transaction::CallInsideTransaction;
 pub use check_then_insert::CheckThenInsert;
+pub use claim_ignores_live_lease::ClaimIgnoresLiveLease;
 pub use future_timestamp_rejected::FutureTimestampRejected;
 pub use key_from_event::KeyFromEvent;
 pub use key_per_attempt::KeyPerAttempt;
@@ -82,6 +84,7 @@ pub fn all() -> Vec<Arc<dyn System>> {
         system(NewKeyAfterError),
         system(UnverifiedSignature),
         system(FutureTimestampRejected),
+        system(ClaimIgnoresLiveLease),
     ]
 }
 
