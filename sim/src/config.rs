@@ -367,6 +367,32 @@ fn default_liveness_ms_per_stream() -> i64 {
 }
 
 impl Workload {
+    /// In one seed in four, a payment for an order that does not exist, which a receiver must
+    /// refuse without committing anything.
+    fn draw_missing_order_event(
+        rng: &mut SimRng,
+        accounts: &[(String, String)],
+        window_ms: i64,
+    ) -> Option<EventSpec> {
+        if !rng.chance(Ratio::new(1, 4)) {
+            return None;
+        }
+        let (account, tenant) = accounts[rng.below(accounts.len() as u64) as usize].clone();
+        let created_ms = rng.between(0, window_ms - 1);
+        Some(EventSpec {
+            account,
+            event_id: String::new(),
+            tenant,
+            order: "order-missing".to_owned(),
+            kind: EventKind::Payment,
+            amount_cents: 500,
+            created_ms,
+            deliver_at_ms: created_ms,
+            subscriptions: 1,
+            extra_deliveries: Vec::new(),
+        })
+    }
+
     /// Draws the workload of `seed` for `config`: per order, a story (paid; paid then refunded;
     /// cancelled; or left unpaid), sometimes amount updates, sometimes an event for an order that
     /// does not exist. Event ids count per account, so accounts share id strings.
@@ -441,22 +467,7 @@ impl Workload {
                 events.extend(updates);
             }
         }
-        if rng.chance(Ratio::new(1, 4)) {
-            let (account, tenant) = accounts[rng.below(accounts.len() as u64) as usize].clone();
-            let created_ms = rng.between(0, window_ms - 1);
-            events.push(EventSpec {
-                account,
-                event_id: String::new(),
-                tenant,
-                order: "order-missing".to_owned(),
-                kind: EventKind::Payment,
-                amount_cents: 500,
-                created_ms,
-                deliver_at_ms: created_ms,
-                subscriptions: 1,
-                extra_deliveries: Vec::new(),
-            });
-        }
+        events.extend(Workload::draw_missing_order_event(&mut rng, &accounts, window_ms));
         events.sort_by_key(|event| event.created_ms);
         let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
         for event in &mut events {
