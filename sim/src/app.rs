@@ -38,6 +38,7 @@ pub struct App {
     faults: Vec<FaultKind>,
     invariants: Vec<Arc<dyn Invariant>>,
     shape: WorkloadShape,
+    equivalent_sql: Vec<crate::sql_mutants::Equivalent>,
 }
 
 impl App {
@@ -53,6 +54,7 @@ impl App {
             faults: Vec::new(),
             invariants: Vec::new(),
             shape: WorkloadShape::default(),
+            equivalent_sql: Vec::new(),
         }
     }
 
@@ -61,6 +63,8 @@ impl App {
         let mut app = App::new("commitgap").replay_command("cargo run --release --");
         app.systems.push(Arc::new(systems::ReferenceSystem::reference()));
         app.planted.extend(systems::planted::all());
+        app.equivalent_sql
+            .extend_from_slice(crate::sql_mutants::REFERENCE_EQUIVALENT);
         app
     }
 
@@ -103,6 +107,24 @@ impl App {
     pub fn workload(mut self, shape: WorkloadShape) -> App {
         self.shape = shape;
         self
+    }
+
+    /// A SQL mutant that survives `mutants --sql` because it changes nothing observable: the
+    /// start of the statement (on one line), the rewrite as the table shows it, and why. It is
+    /// then reported as equivalent and not counted.
+    pub fn equivalent_sql_mutant(
+        mut self,
+        statement_start: &'static str,
+        rewrite: &'static str,
+        why: &'static str,
+    ) -> App {
+        self.equivalent_sql.push((statement_start, rewrite, why));
+        self
+    }
+
+    /// The SQL mutants listed as equivalent.
+    pub fn equivalent_sql_mutants(&self) -> &[crate::sql_mutants::Equivalent] {
+        &self.equivalent_sql
     }
 
     /// The program's name, as `--help` shows it.

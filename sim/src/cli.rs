@@ -109,6 +109,15 @@ struct MutantsArgs {
     /// The most seeds to spend on each planted bug (and to sweep the reference with).
     #[arg(long, default_value_t = DEFAULT_MUTANT_BUDGET, value_parser = clap::value_parser!(u64).range(1..))]
     budget: u64,
+    /// Mutate the system's own SQL instead: learn its statements and schema, then sweep each
+    /// rewrite of each (a WHERE conjunct dropped, ON CONFLICT or RETURNING dropped, BEGIN IMMEDIATE
+    /// made deferred, the statement dropped, COMMIT made ROLLBACK, a key column dropped) until
+    /// an invariant catches it or the budget is spent.
+    #[arg(long)]
+    sql: bool,
+    /// With --sql: the system whose SQL to mutate [default: the program's first system].
+    #[arg(long, requires = "sql")]
+    system: Option<String>,
     /// Search each planted bug from K first seeds (S, S+1000000, ...) and print the mean and the
     /// worst seeds to first failure, instead of one search and the sweep of the systems under test.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -1507,9 +1516,9 @@ fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
 fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageError> {
     let backend = find_backend(&args.backend)?;
     let shape = resolve_shape(app, &args.shape)?;
-    if app.planted_bugs().is_empty() {
+    if app.planted_bugs().is_empty() && !args.sql {
         return Err(UsageError(format!(
-            "{} has no planted bugs to measure; add them with App::planted",
+            "{} has no planted bugs to measure; add them with App::planted, or mutate its SQL with --sql",
             app.name()
         )));
     }
@@ -1530,6 +1539,10 @@ fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageError> {
         backend,
         shape: shape.clone(),
     };
+    if args.sql {
+        let system = system_or_first(app, args.system.as_deref())?;
+        return say_sql_mutants(&system, &options, app.equivalent_sql_mutants());
+    }
     if let Some(starts) = args.starts {
         return Ok(say_time_to_bug(app, &options, starts));
     }
@@ -1580,6 +1593,64 @@ fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageError> {
     } else {
         1
     })
+}
+
+/// `mutants --sql`: every SQL mutant of `system`, a line each, then the tally. Exit 0 when every
+/// mutant that is not listed as equivalent was caught.
+fn say_sql_mutants(
+    system: &Arc<dyn System>,
+    options: &crate::mutants::MutantsOptions,
+    equivalent: &[crate::sql_mutants::Equivalent],
+) -> Result<i32, UsageError> {
+    let sql_options = crate::sql_mutants::SqlMutantsOptions {
+        budget: options.budget,
+        first_seed: options.first_seed,
+        jobs: options.jobs,
+        backend: options.backend,
+        shape: options.shape.clone(),
+        learning_seeds: 200,
+        equivalent: equivalent.to_vec(),
+    };
+    say!("{:>4}  {:<64} {:<28} caught by", "#", "statement", "rewrite");
+    let results = crate::sql_mutants::run(system, &sql_options, &|result| {
+        let verdict = match (&result.caught, result.equivalent) {
+            (Some((invariant, seeds)), _) => format!("{invariant} after {seeds} seeds"),
+            (None, Some(why)) => format!("equivalent: {why}"),
+            (None, None) => format!("SURVIVED {} seeds", sql_options.budget),
+        };
+        say!(
+            "{:>4}  {:<64} {:<28} {verdict}",
+            result.number,
+            result.mutant.short(64),
+            result.mutant.rewrite.to_string()
+        );
+    })
+    .map_err(UsageError)?;
+    let caught = results.iter().filter(|result| result.caught.is_some()).count();
+    let equivalent = results
+        .iter()
+        .filter(|result| result.equivalent.is_some())
+        .count();
+    say!(
+        "sql mutants: {caught} of {} caught, {equivalent} equivalent ({}, {} seeds each at most)",
+        results.len() - equivalent,
+        system.name(),
+        sql_options.budget
+    );
+    let survivors: Vec<String> = results
+        .iter()
+        .filter(|result| result.caught.is_none() && result.equivalent.is_none())
+        .map(|result| format!("#{}", result.number))
+        .collect();
+    if survivors.is_empty() {
+        return Ok(0);
+    }
+    say!(
+        "sql mutants: survived: {}; each is a gap in what the simulation checks of {}, or an equivalent mutant (README, \"SQL mutants\")",
+        survivors.join(", "),
+        system.name()
+    );
+    Ok(1)
 }
 
 /// `mutants --starts K`: each planted bug searched from K first seeds, with the mean and worst

@@ -26,6 +26,7 @@
 //! - [`system`]: the interface a system under test implements.
 //! - [`systems`]: the reference system and its planted bugs.
 //! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
+//! - [`sql_mutants`]: SQL mutants of any system: each statement rewritten, swept until caught.
 //! - [`config`]: the configuration and workload drawn from a seed.
 //! - [`shape`]: the workload's shape a sweep chooses: counts, sender preset, durations, fault models.
 //! - [`workload`]: the ground truth of a run: fixtures, events and how each is delivered.
@@ -79,6 +80,7 @@ pub mod shrink;
 pub mod signing;
 pub mod sim_env;
 pub mod sql;
+pub mod sql_mutants;
 pub mod strategy;
 pub mod sweep;
 pub mod system;
