@@ -164,6 +164,7 @@ mod tests {
             source!("new_key_after_error.rs", NewKeyAfterError),
             source!("unverified_signature.rs", UnverifiedSignature),
             source!("future_timestamp_rejected.rs", FutureTimestampRejected),
+            source!("claim_ignores_live_lease.rs", ClaimIgnoresLiveLease),
         ]
     }
 
