@@ -245,27 +245,18 @@ impl Answer {
         }
     }
 
+    /// A 2xx, read from the status as a sender reads it, so that the status an answer is sent
+    /// with is what the simulated sender acts on.
     pub fn is_success(&self) -> bool {
-        match self {
-            Answer::Success(_) => true,
-            Answer::Other { status, .. } => (200..300).contains(status),
-            _ => false,
-        }
+        (200..300).contains(&self.status())
     }
 
     /// A 4xx: the delivery will never succeed as it is, so retrying it is pointless. The 4xx
     /// statuses that ask for a later try (408 timeout, 409 conflict, 425 too early, 429 too many
     /// requests) are not permanent.
     pub fn is_permanent_failure(&self) -> bool {
-        match self {
-            Answer::Rejected(_) | Answer::Unauthorized(_) | Answer::Forbidden(_) | Answer::TooLarge(_) => {
-                true
-            }
-            Answer::Other { status, .. } => {
-                (400..500).contains(status) && !matches!(status, 408 | 409 | 425 | 429)
-            }
-            Answer::Success(_) | Answer::RetryLater(_) => false,
-        }
+        let status = self.status();
+        (400..500).contains(&status) && !matches!(status, 408 | 409 | 425 | 429)
     }
 
     /// Refused before the database: not authenticated, not authorized, or too large.
@@ -724,5 +715,20 @@ mod tests {
         assert!(!other(429).is_permanent_failure() && !other(409).is_permanent_failure());
         assert!(other(400).is_permanent_failure() && !other(400).is_refused_at_the_door());
         assert_eq!(other(500).to_string(), "500 handler said so");
+        let reason = || "why".to_owned();
+        for (answer, status, permanent, at_the_door) in [
+            (Answer::Success(SuccessKind::Applied), 200, false, false),
+            (Answer::RetryLater(reason()), 503, false, false),
+            (Answer::Rejected(reason()), 422, true, false),
+            (Answer::Unauthorized(reason()), 401, true, true),
+            (Answer::Forbidden(reason()), 403, true, true),
+            (Answer::TooLarge(reason()), 413, true, true),
+        ] {
+            assert_eq!(answer.status(), status, "{answer}");
+            assert_eq!(answer.is_success(), status == 200, "{answer}");
+            assert_eq!(answer.is_permanent_failure(), permanent, "{answer}");
+            assert_eq!(answer.is_refused_at_the_door(), at_the_door, "{answer}");
+            assert!(answer.to_string().starts_with(&status.to_string()), "{answer}");
+        }
     }
 }

@@ -34,14 +34,18 @@ fn the_reference_passes_a_short_sweep() {
             .failures
             .iter()
             .map(|result| {
-                let verdict = result
-                    .outcome
-                    .failure
-                    .as_ref()
-                    .map_or_else(|| "did not settle".to_owned(), |failure| failure.invariant.clone());
+                let verdict = result.outcome.failure.as_ref().map_or_else(
+                    || "did not settle".to_owned(),
+                    |failure| failure.invariant.clone(),
+                );
                 format!("seed {}: {verdict}", result.outcome.seed)
             })
-            .chain(report.errors.iter().map(|(seed, error)| format!("seed {seed}: {error}")))
+            .chain(
+                report
+                    .errors
+                    .iter()
+                    .map(|(seed, error)| format!("seed {seed}: {error}")),
+            )
             .collect();
         assert!(
             failures.is_empty(),

@@ -148,7 +148,7 @@ fn the_workflow_runs_on_push_and_every_night() {
     }
 
     let names: Vec<String> = jobs(&document).into_iter().map(|(name, _)| name).collect();
-    assert_eq!(names, ["test", "nightly"]);
+    assert_eq!(names, ["test", "nightly", "mutants"]);
     for (name, job) in jobs(&document) {
         assert_eq!(string(&job["runs-on"], "runs-on"), "ubuntu-latest", "{name}");
         assert!(job["timeout-minutes"].as_i64().is_some(), "{name} has a timeout");
@@ -204,6 +204,44 @@ fn the_push_job_runs_the_tests_and_a_short_deterministic_sweep() {
     assert_eq!(call[0], "sweep");
     assert_eq!(flag_value(call, "--seeds"), Some("2000"));
     assert!(call.iter().any(|argument| argument == "--check-determinism"));
+}
+
+#[test]
+fn the_nightly_mutants_job_runs_cargo_mutants_over_every_shard() {
+    let document = workflow();
+    let job = &document["jobs"]["mutants"];
+    assert!(string(&job["if"], "the mutants job's condition").contains("'schedule'"));
+    let shards = shards(job);
+    assert_eq!(shards, (1..=shards.len() as i64).collect::<Vec<_>>());
+    let runs: Vec<&str> = steps(job)
+        .iter()
+        .filter_map(|step| step["run"].as_str())
+        .collect();
+    assert!(
+        runs.iter()
+            .any(|run| run.starts_with("cargo install cargo-mutants")),
+        "{runs:?}"
+    );
+    let mutants = runs
+        .iter()
+        .find(|run| run.starts_with("cargo mutants"))
+        .expect("a cargo mutants step");
+    assert!(
+        mutants.contains(&format!("--shard ${{{{ matrix.shard }}}}/{}", shards.len())),
+        "{mutants}"
+    );
+    let config =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cargo/mutants.toml"))
+            .unwrap();
+    assert!(
+        config.contains("\"mutants_sweep\""),
+        "the mutants judge each mutant by the sweep test"
+    );
+    assert!(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/mutants_sweep.rs")
+            .exists()
+    );
 }
 
 #[test]
