@@ -227,6 +227,45 @@ fn a_terminated_sweep_that_found_nothing_exits_130() {
 
 #[cfg(unix)]
 #[test]
+fn a_second_signal_exits_at_once_without_waiting_for_the_running_seed() {
+    let directory = scratch("second-signal");
+    // One job on the largest workload with every fault on: a seed takes over a second here, so
+    // the first signal leaves a seed running, which a graceful stop would wait for.
+    let mut sweep = start_sweep(
+        &[
+            "sweep",
+            "--seeds",
+            "1000",
+            "--jobs",
+            "1",
+            "--all-faults",
+            "--sender",
+            "github",
+            "--tenants",
+            "8",
+            "--orders",
+            "8",
+            "--updates",
+            "3",
+        ],
+        &directory,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&sweep, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(30));
+    signal(&sweep, libc::SIGINT);
+    let status = wait_at_most(&mut sweep, Duration::from_secs(60));
+    let output = rest_of(BufReader::new(sweep.stdout.take().unwrap()));
+    assert_eq!(status.code(), Some(130), "{output}");
+    assert!(
+        !output.contains("interrupted after "),
+        "the second signal does not wait for the summary: {output}"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[cfg(unix)]
+#[test]
 fn temporary_files_of_killed_writers_are_cleaned_up_by_the_next_sweep() {
     let directory = scratch("stale");
     std::fs::create_dir_all(&directory).unwrap();
