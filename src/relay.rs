@@ -107,6 +107,21 @@ pub struct Claim {
     pub last_error: Option<String>,
 }
 
+impl Claim {
+    /// The claim a claiming statement returned for `operation_key`: its row is `payload,
+    /// lease_token, attempts, first_attempt_ms, last_error`, in that order.
+    pub fn from_row(operation_key: &str, row: &Row) -> Result<Claim, DbError> {
+        Ok(Claim {
+            operation_key: operation_key.to_owned(),
+            payload: row.text(0)?.to_owned(),
+            lease_token: row.int(1)?,
+            attempts: row.int(2)?,
+            first_attempt_ms: row.int(3)?,
+            last_error: row.opt_text(4)?.map(str::to_owned),
+        })
+    }
+}
+
 /// What reconciling a claim with the provider decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reconciled {
@@ -223,17 +238,9 @@ pub trait RelaySteps {
                 &params,
             )
             .await?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some(Claim {
-            operation_key: operation_key.to_owned(),
-            payload: row.text(0)?.to_owned(),
-            lease_token: row.int(1)?,
-            attempts: row.int(2)?,
-            first_attempt_ms: row.int(3)?,
-            last_error: row.opt_text(4)?.map(str::to_owned),
-        }))
+        rows.first()
+            .map(|row| Claim::from_row(operation_key, row))
+            .transpose()
     }
 
     /// The idempotency key the provider sees: the persisted operation key, the same on every

@@ -458,6 +458,8 @@ pub struct MutatedSystem {
     inner: Arc<dyn System>,
     mutant: Arc<Mutant>,
     name: String,
+    /// Set while learning: the system runs unchanged and every statement is noted here.
+    learned: Option<Arc<Mutex<BTreeSet<String>>>>,
 }
 
 impl MutatedSystem {
@@ -466,6 +468,22 @@ impl MutatedSystem {
             name: format!("{}~sql-mutant-{number}", inner.name()),
             inner,
             mutant: Arc::new(mutant),
+            learned: None,
+        }
+    }
+
+    /// `inner` unchanged, noting every statement it sends in `learned`.
+    fn learning(inner: Arc<dyn System>, learned: Arc<Mutex<BTreeSet<String>>>) -> MutatedSystem {
+        MutatedSystem {
+            name: inner.name().to_owned(),
+            inner,
+            mutant: Arc::new(Mutant {
+                original: String::new(),
+                rewrite: Rewrite::DropStatement,
+                replacement: None,
+                in_schema: false,
+            }),
+            learned: Some(learned),
         }
     }
 
@@ -476,7 +494,7 @@ impl MutatedSystem {
         Rc::new(MutatingEnv {
             inner: env,
             mutant: Arc::clone(&self.mutant),
-            learned: None,
+            learned: self.learned.clone(),
         })
     }
 }
@@ -663,72 +681,12 @@ impl Env for MutatingEnv {
     }
 }
 
-/// A system that runs `inner` unchanged and notes every statement it sends.
-struct Learning {
-    inner: Arc<dyn System>,
-    learned: Arc<Mutex<BTreeSet<String>>>,
-}
-
-impl Learning {
-    fn env(&self, env: Rc<dyn Env>) -> Rc<dyn Env> {
-        Rc::new(MutatingEnv {
-            inner: env,
-            mutant: Arc::new(Mutant {
-                original: String::new(),
-                rewrite: Rewrite::DropStatement,
-                replacement: None,
-                in_schema: false,
-            }),
-            learned: Some(Arc::clone(&self.learned)),
-        })
-    }
-}
-
-impl System for Learning {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-    fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
-        self.inner.set_up(connection, fixtures)
-    }
-    fn handle_delivery(
-        &self,
-        env: Rc<dyn Env>,
-        delivery: WebhookDelivery,
-    ) -> LocalBoxFuture<'static, Answer> {
-        self.inner.handle_delivery(self.env(env), delivery)
-    }
-    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
-        self.inner.run_relay_worker(self.env(env), settings)
-    }
-    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
-        self.inner.purge_receipts(self.env(env), older_than_ms)
-    }
-    fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
-        self.inner.requeue_dead_obligations(self.env(env))
-    }
-    fn commits_after_answer(&self) -> bool {
-        self.inner.commits_after_answer()
-    }
-    fn observed_tables(&self) -> &[&'static str] {
-        self.inner.observed_tables()
-    }
-    fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
-        self.inner.decode_row(table, values)
-    }
-}
-
 /// The distinct statements `system` sends over `seeds` seeds (every fault model on, so that
 /// recovery paths run too).
 pub fn learn_statements(system: &Arc<dyn System>, seeds: u64, jobs: usize) -> BTreeSet<String> {
     let learned = Arc::new(Mutex::new(BTreeSet::new()));
-    let learning: Arc<dyn System> = Arc::new(Learning {
-        inner: Arc::clone(system),
-        learned: Arc::clone(&learned),
-    });
+    let learning: Arc<dyn System> =
+        Arc::new(MutatedSystem::learning(Arc::clone(system), Arc::clone(&learned)));
     let options = SweepOptions {
         system: learning,
         first_seed: 0,

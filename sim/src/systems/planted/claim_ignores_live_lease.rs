@@ -59,16 +59,8 @@ impl RelaySteps for ClaimIgnoresLiveLease {
                 ],
             )
             .await?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some(Claim {
-            operation_key: operation_key.to_owned(),
-            payload: row.text(0)?.to_owned(),
-            lease_token: row.int(1)?,
-            attempts: row.int(2)?,
-            first_attempt_ms: row.int(3)?,
-            last_error: row.opt_text(4)?.map(str::to_owned),
-        }))
+        rows.first()
+            .map(|row| Claim::from_row(operation_key, row))
+            .transpose()
     }
 }
