@@ -71,9 +71,9 @@ enum Command {
     /// Measure the simulator's speed, peak memory and cost against SQLite alone.
     #[command(
         long_about = "Measure the simulator's speed, peak memory and cost against SQLite alone.\n\n\
-        Runs a fixed range of seeds of the reference system with every statement recorded, then \
-        replays each seed's statements on a fresh database of the same backend, with plain \
-        connections and nothing else. Prints simulated steps and seeds per second (each job's rate, \
+        Runs a fixed range of seeds of the reference system as a sweep does, timed, then once more \
+        with every statement recorded, and replays each seed's statements on a fresh database of \
+        the same backend, with plain connections and nothing else. Prints simulated steps and seeds per second (each job's rate, \
         added up), the ratio sim/raw (the replay's time over the simulation's; 1.0 would be a \
         simulator that costs nothing beyond SQLite) and the process's peak resident memory. It also \
         prints the ratio with set-up left out on both sides, since the replay sets up a new database \
@@ -1752,7 +1752,7 @@ fn run_bench(app: &App, args: &BenchArgs) -> Result<i32, UsageError> {
         backend,
     };
     say!(
-        "bench: system {}, seeds {}..{}, {jobs} jobs, backend {}: each seed simulated with its statements recorded, then replayed on a bare database",
+        "bench: system {}, seeds {}..{}, {jobs} jobs, backend {}: each seed simulated as a sweep runs it, then again with its statements recorded, then replayed on a bare database",
         system.name(),
         args.first_seed,
         u128::from(args.first_seed) + u128::from(args.seeds),
@@ -1774,7 +1774,7 @@ fn run_bench(app: &App, args: &BenchArgs) -> Result<i32, UsageError> {
         code = 1;
     }
     say!(
-        "bench: simulation: {} seeds, {} steps, {:.2} s summed over jobs (set-up {:.2} s of it), statements recorded ({} failures)",
+        "bench: simulation: {} seeds, {} steps, {:.2} s summed over jobs (set-up {:.2} s of it), as a sweep runs them ({} failures)",
         report.seeds,
         report.steps,
         report.simulated.as_secs_f64(),

@@ -209,10 +209,17 @@ impl SimConfig {
     /// durations, ratios and each fault model's settings. The error is one line naming the field
     /// (as a path from the configuration, `relay.lease_ms`), the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_before_building()?;
+        self.validate_fault_settings()
+    }
+
+    /// Everything [`SimConfig::validate`] checks but each fault model's settings, which building
+    /// the model checks: a run builds its models anyway and reports the same error then.
+    pub(crate) fn validate_before_building(&self) -> Result<(), String> {
         self.validate_counts()?;
         self.validate_durations()?;
         self.validate_contracts()?;
-        self.validate_faults()
+        self.validate_fault_names()
     }
 
     fn validate_counts(&self) -> Result<(), String> {
@@ -334,14 +341,19 @@ impl SimConfig {
         Ok(())
     }
 
-    fn validate_faults(&self) -> Result<(), String> {
+    fn validate_fault_names(&self) -> Result<(), String> {
+        match self.faults.keys().find(|name| faults::kind(name).is_none()) {
+            Some(name) => Err(format!(
+                "faults.{}: no fault model has this name; see `list` for the fault models",
+                crate::files::clip(name, 80)
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn validate_fault_settings(&self) -> Result<(), String> {
         for (name, settings) in &self.faults {
-            let Some(kind) = faults::kind(name) else {
-                return Err(format!(
-                    "faults.{}: no fault model has this name; see `list` for the fault models",
-                    crate::files::clip(name, 80)
-                ));
-            };
+            let kind = faults::kind(name).expect("fault names are checked first");
             // Building a model checks its settings; the stream it gets is never drawn from.
             (kind.build)(settings, SimRng::stream(0, "validate"), &self.fault_context())
                 .map_err(|error| format!("faults.{name}.{error}"))?;

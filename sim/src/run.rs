@@ -60,6 +60,10 @@ pub struct RunOptions {
     /// Write down every statement the processes ran on SQLite, for `bench` to replay on a bare
     /// database. Off in ordinary runs, where it would only cost time and memory.
     pub record_sql: bool,
+    /// Write the fault log ([`RunOutcome::fault_log`]) in words. A sweep turns it off, since
+    /// only a seed that does not pass is written down, and runs such a seed again with it on:
+    /// the log changes nothing a run decides, so the second run is the same run.
+    pub keep_fault_log: bool,
 }
 
 impl Default for RunOptions {
@@ -74,6 +78,7 @@ impl Default for RunOptions {
             record_schedule: false,
             schedule_lookahead: crate::schedule::DEFAULT_LOOKAHEAD,
             record_sql: false,
+            keep_fault_log: true,
         }
     }
 }
@@ -205,7 +210,7 @@ pub(crate) fn prepare(
             config
         }
     };
-    config.validate()?;
+    config.validate_before_building()?;
     let (workload, decider, shape) = match &options.schedule {
         Some(schedule) => {
             let workload = Workload::new(schedule.fixtures.clone(), schedule.events.clone());
@@ -228,6 +233,9 @@ pub(crate) fn prepare(
         decider,
     };
     let simulation = Simulation::new(Arc::clone(system), seed, config, workload, setup)?;
+    if !options.keep_fault_log {
+        simulation.world.borrow_mut().forget_fault_log();
+    }
     if options.record_sql {
         // After set-up, which a replay repeats through the system itself.
         simulation.world.borrow_mut().record_sql();
@@ -305,7 +313,10 @@ impl Simulation {
         for kind in faults::registry() {
             if let Some(settings) = config.faults.get(kind.name) {
                 let rng = SimRng::stream(seed, &faults::decision_stream_label(kind.name));
-                fault_models.push((kind.build)(settings, rng, &context)?);
+                // Building checks the settings, as `SimConfig::validate` does, with its error.
+                let model = (kind.build)(settings, rng, &context)
+                    .map_err(|error| format!("faults.{}.{error}", kind.name))?;
+                fault_models.push(model);
             }
         }
         let (workload, reshaped) = if shape_workload {
@@ -710,7 +721,7 @@ impl Simulation {
                     } else {
                         "spontaneous-duplicate"
                     },
-                    &format!("{reason} of stream {stream}"),
+                    &format_args!("{reason} of stream {stream}"),
                 );
                 return self.deliver(stream, 0, DeliveryKind::Extra, &reason);
             }
@@ -965,5 +976,31 @@ mod tests {
             }
         }
         assert!(checked > 100, "{checked} streams");
+    }
+
+    #[test]
+    fn a_run_without_its_fault_log_is_the_same_run() {
+        let system = crate::systems::by_name("reference").expect("the reference exists");
+        let mut logged_lines = 0;
+        for seed in 0..6 {
+            let logged = RunOptions {
+                every_fault: true,
+                ..RunOptions::default()
+            };
+            let quiet = RunOptions {
+                keep_fault_log: false,
+                ..logged.clone()
+            };
+            let with_log = run_seed(&system, seed, &logged).unwrap();
+            let without = run_seed(&system, seed, &quiet).unwrap();
+            assert_eq!(with_log.digest, without.digest, "seed {seed}");
+            assert_eq!(with_log.faults_fired, without.faults_fired, "seed {seed}");
+            assert!(without.fault_log.is_empty(), "seed {seed}");
+            logged_lines += with_log.fault_log.len();
+        }
+        assert!(
+            logged_lines > 0,
+            "with every fault on, some fault fires and is logged"
+        );
     }
 }

@@ -542,12 +542,33 @@ fn run_one(options: &SweepOptions, seed: u64, started: Instant) -> Result<SeedRe
         config: None,
         every_fault: options.every_fault,
         shape: options.shape.clone(),
+        keep_fault_log: false,
         ..RunOptions::default()
     };
-    let outcome = run_seed(&options.system, seed, &run_options).map_err(|error| (seed, error))?;
-    let divergence = if options.check_determinism {
-        let again = run_seed(&options.system, seed, &run_options).map_err(|error| (seed, error))?;
-        if again.digest == outcome.digest {
+    let run = |run_options: &RunOptions| {
+        run_seed(&options.system, seed, run_options).map_err(|error| (seed, error))
+    };
+    let mut outcome = run(&run_options)?;
+    let mut again = None;
+    if outcome.failure.is_some() || outcome.unsettled.is_some() {
+        // This seed will be written down, fault log and all: run it again with the log on. The
+        // second run doubles as the determinism check, which it is whenever the digests differ.
+        let logged = run(&RunOptions {
+            keep_fault_log: true,
+            ..run_options.clone()
+        })?;
+        again = Some(logged.digest.clone());
+        outcome = RunOutcome {
+            digest: std::mem::take(&mut outcome.digest),
+            ..logged
+        };
+    }
+    let divergence = if options.check_determinism || again.is_some() {
+        let again = match again {
+            Some(digest) => digest,
+            None => run(&run_options)?.digest,
+        };
+        if again == outcome.digest {
             None
         } else {
             Some(locate_divergence(options, seed).map_err(|error| (seed, error))?)
@@ -789,6 +810,18 @@ mod tests {
             "receipt-first fails often enough to have several failures in 12 seeds"
         );
         assert!(report.failures.iter().all(SeedResult::failed));
+        for failure in &report.failures {
+            // Runs of passing seeds write no fault log; a failure is run again to get one.
+            assert!(
+                !failure.outcome.fault_log.is_empty(),
+                "seed {}'s failure carries its fault log for the seed file",
+                failure.outcome.seed
+            );
+            assert!(
+                failure.divergence.is_none(),
+                "the run with the log is the same run"
+            );
+        }
         let seeds: Vec<u64> = report.failures.iter().map(|result| result.outcome.seed).collect();
         let mut sorted = seeds.clone();
         sorted.sort_unstable();

@@ -340,6 +340,9 @@ pub struct TraceStep {
 /// The records of one run, and their digest.
 pub struct Trace {
     hasher: Sha256,
+    /// Bytes fed but not yet hashed. A step feeds dozens of fields of a few bytes each; the
+    /// hasher takes them in a few large pieces instead, which gives the same digest.
+    pending: Vec<u8>,
     /// Each distinct statement text, numbered in the order the run first ran it. The digest
     /// takes a statement's text the first time and its number after that: a run repeats a few
     /// dozen statements thousands of times, and hashing their text each time was most of the
@@ -359,6 +362,7 @@ impl Trace {
     pub fn new(keep: bool) -> Trace {
         Trace {
             hasher: Sha256::new(),
+            pending: Vec::with_capacity(PENDING_BYTES_MAX + 256),
             statements: BTreeMap::new(),
             kept: keep.then(Vec::new),
             current: None,
@@ -368,7 +372,12 @@ impl Trace {
     }
 
     fn feed(&mut self) -> Feed<'_> {
+        if self.pending.len() >= PENDING_BYTES_MAX {
+            self.hasher.update(&self.pending);
+            self.pending.clear();
+        }
         Feed {
+            pending: &mut self.pending,
             hasher: &mut self.hasher,
             statements: &mut self.statements,
         }
@@ -449,7 +458,9 @@ impl Trace {
 
     /// The digest so far: the first 16 bytes of the SHA-256, in hex.
     pub fn digest(&self) -> String {
-        let full = self.hasher.clone().finalize();
+        let mut hasher = self.hasher.clone();
+        hasher.update(&self.pending);
+        let full = hasher.finalize();
         full[..16].iter().map(|byte| format!("{byte:02x}")).collect()
     }
 
@@ -466,10 +477,14 @@ impl Trace {
 
 // ----- The digest's encoding -----
 
+/// Fed bytes are hashed once this many are pending.
+const PENDING_BYTES_MAX: usize = 4_096;
+
 /// Feeds a record's fields to the hasher in a fixed encoding: a tag byte per variant, integers
 /// little-endian, strings and lists prefixed with their length. Two records feed the same bytes
 /// exactly when they are equal.
 struct Feed<'a> {
+    pending: &'a mut Vec<u8>,
     hasher: &'a mut Sha256,
     statements: &'a mut BTreeMap<Arc<str>, u64>,
 }
@@ -492,15 +507,26 @@ impl Feed<'_> {
     }
 
     fn tag(&mut self, tag: u8) {
-        self.hasher.update([tag]);
+        self.pending.push(tag);
     }
 
     fn u64(&mut self, value: u64) {
-        self.hasher.update(value.to_le_bytes());
+        self.pending.extend_from_slice(&value.to_le_bytes());
     }
 
     fn i64(&mut self, value: i64) {
-        self.hasher.update(value.to_le_bytes());
+        self.pending.extend_from_slice(&value.to_le_bytes());
+    }
+
+    /// Long byte strings go to the hasher at once, after what is pending, in the same order.
+    fn bytes(&mut self, bytes: &[u8]) {
+        if bytes.len() >= PENDING_BYTES_MAX {
+            self.hasher.update(&*self.pending);
+            self.pending.clear();
+            self.hasher.update(bytes);
+        } else {
+            self.pending.extend_from_slice(bytes);
+        }
     }
 
     fn usize(&mut self, value: usize) {
@@ -513,7 +539,7 @@ impl Feed<'_> {
 
     fn str(&mut self, value: &str) {
         self.usize(value.len());
-        self.hasher.update(value.as_bytes());
+        self.bytes(value.as_bytes());
     }
 
     fn value(&mut self, value: &Value) {
@@ -534,7 +560,7 @@ impl Feed<'_> {
             Value::Blob(bytes) => {
                 self.tag(4);
                 self.usize(bytes.len());
-                self.hasher.update(bytes);
+                self.bytes(bytes);
             }
         }
     }
@@ -573,7 +599,17 @@ impl Feed<'_> {
 
     fn answer(&mut self, answer: &Answer) {
         self.u64(u64::from(answer.status()));
-        self.str(&answer.to_string());
+        self.displayed(answer);
+    }
+
+    /// What `self.str(&value.to_string())` feeds, written in place without the string.
+    fn displayed(&mut self, value: &dyn std::fmt::Display) {
+        use std::io::Write as _;
+        let at = self.pending.len();
+        self.pending.extend_from_slice(&[0; 8]);
+        write!(self.pending, "{value}").expect("writing to memory does not fail");
+        let len = (self.pending.len() - at - 8) as u64;
+        self.pending[at..at + 8].copy_from_slice(&len.to_le_bytes());
     }
 
     fn how(&mut self, how: &DeliveryHow) {

@@ -42,7 +42,7 @@ impl Invariant for ReceiptCommitsWithItsWork {
                 for row in [&diff.before, &diff.after].into_iter().flatten() {
                     match row {
                         ObservedRow::Receipt(receipt) => {
-                            touched_receipts.insert((receipt.account.clone(), receipt.event_id.clone()));
+                            touched_receipts.insert((receipt.account.as_str(), receipt.event_id.as_str()));
                         }
                         ObservedRow::Order(order) => {
                             touched_orders.insert((order.tenant.clone(), order.order.clone()));
@@ -58,7 +58,7 @@ impl Invariant for ReceiptCommitsWithItsWork {
                 }
             }
         }
-        for (account, event_id) in &touched_receipts {
+        for &(account, event_id) in &touched_receipts {
             if observation.db.receipts(account, event_id).next().is_none() {
                 continue;
             }

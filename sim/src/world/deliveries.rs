@@ -66,7 +66,7 @@ impl World {
         if copies > 0 {
             self.record_fault(
                 "duplicate-delivery",
-                &format!("{} copies of stream {stream} at once", copies + 1),
+                &format_args!("{} copies of stream {stream} at once", copies + 1),
             );
         }
         (attempt, copies)
@@ -114,7 +114,7 @@ impl World {
             arrival: self.arrival(route),
         };
         if route == Route::Lost {
-            self.record_fault("request-lost", &deliver.to_string());
+            self.record_fault("request-lost", &deliver);
         }
         self.record(deliver);
         match route {
@@ -198,7 +198,7 @@ impl World {
                     answer: answer.clone(),
                     stream: delivery.stream,
                 };
-                self.record_fault("lost-ack", &lost.to_string());
+                self.record_fault("lost-ack", &lost);
                 self.record(lost);
                 if answer.is_success() {
                     self.success_not_settled(delivery);
@@ -312,11 +312,13 @@ impl World {
             .unwrap_or_else(|| "acct-elsewhere".to_owned());
         let hostile = crate::signing::hostile_request(attack, genuine, &other_account);
         let name = self.faults[fault].name();
-        let what = format!(
-            "attacker sends {} copied from {event_id} ({account})",
-            attack.name()
+        self.record_fault(
+            name,
+            &format_args!(
+                "attacker sends {} copied from {event_id} ({account})",
+                attack.name()
+            ),
         );
-        self.record_fault(name, &what);
         let route = self.route_delivery();
         let arrival = self.arrival(route);
         self.record(Happening::Attack {

@@ -28,7 +28,7 @@ impl World {
             process: self.processes[process].id.clone(),
             duration_ms,
         };
-        self.record_fault(fault, &pause.to_string());
+        self.record_fault(fault, &pause);
         self.record(pause);
         true
     }
@@ -46,17 +46,20 @@ impl World {
             .get_mut(&task)
             .expect("a ready task is registered")
             .inject_failure = Some((failure, rolled_back));
-        let what = format!(
-            "{} injected into {}{}",
-            failure.error(),
-            self.processes[process].id,
-            if rolled_back {
-                ", transaction rolled back"
-            } else {
-                ""
-            }
-        );
-        self.record_fault(fault, &what);
+        self.count_fault(fault, 1);
+        if self.keeps_fault_log() {
+            let what = format!(
+                "{} injected into {}{}",
+                failure.error(),
+                self.processes[process].id,
+                if rolled_back {
+                    ", transaction rolled back"
+                } else {
+                    ""
+                }
+            );
+            self.log_fault(&what);
+        }
     }
 
     /// Sets the clock of `process` `offset_ms` from true time.
@@ -73,7 +76,7 @@ impl World {
             process: self.processes[process].id.clone(),
             offset_ms,
         };
-        self.record_fault(fault, &jump.to_string());
+        self.record_fault(fault, &jump);
         self.record(jump);
     }
 
@@ -93,7 +96,7 @@ impl World {
             open_transactions,
             restart_in_ms: restart_at_ms - self.now_ms,
         };
-        self.record_fault(fault, &crash.to_string());
+        self.record_fault(fault, &crash);
         self.record(crash);
         tasks
     }
@@ -122,7 +125,7 @@ impl World {
         self.sender_clock_offset_ms = offset_ms;
         let name = self.faults[fault].name();
         let set = Happening::SenderClockSet { offset_ms };
-        self.record_fault(name, &set.to_string());
+        self.record_fault(name, &set);
         self.record(set);
     }
 
@@ -135,7 +138,7 @@ impl World {
             Some(_) => Happening::Purge { older_than_ms },
             None => Happening::PurgeSkipped,
         };
-        self.record_fault(name, &purge.to_string());
+        self.record_fault(name, &purge);
         self.record(purge);
         purger
     }

@@ -239,7 +239,9 @@ pub struct World {
     sender: Sender,
     faults: Vec<Box<dyn FaultModel>>,
     fault_counts: BTreeMap<String, u64>,
-    fault_log: Vec<String>,
+    /// What the faults did, in words, for the seed file; `None` when the run keeps no log (a
+    /// sweep's passing seed is never written down, so it formats nothing).
+    fault_log: Option<Vec<String>>,
     /// How often each interesting situation was reached; an observer that changes nothing.
     probes: Probes,
     healed: bool,
@@ -359,7 +361,13 @@ impl World {
     }
 
     pub fn fault_log(&self) -> &[String] {
-        &self.fault_log
+        self.fault_log.as_deref().unwrap_or_default()
+    }
+
+    /// Stops writing the fault log: what it would hold is then never formatted. Counting what
+    /// fired goes on, and nothing a run decides depends on the log.
+    pub fn forget_fault_log(&mut self) {
+        self.fault_log = None;
     }
 
     pub fn fault_count(&self) -> usize {
@@ -631,7 +639,7 @@ impl World {
             sender,
             faults,
             fault_counts: BTreeMap::new(),
-            fault_log: Vec::new(),
+            fault_log: Some(Vec::new()),
             probes: Probes::default(),
             healed: false,
             view: DbView::default(),
@@ -1240,7 +1248,7 @@ impl World {
         let (mut reply_at_ms, mut reply, outcome) = self.provider_reply(call, &key, provider_faults);
         let reply_lost = self.provider_reply_lost(now_ms) && reply.is_ok();
         if reply_lost {
-            self.record_fault("lost-ack", &format!("provider reply for key {key} lost"));
+            self.record_fault("lost-ack", &format_args!("provider reply for key {key} lost"));
             reply = Err(CallError::Timeout);
             reply_at_ms = now_ms + call.timeout_ms;
         }
@@ -1330,11 +1338,13 @@ impl World {
                         request: call.request.clone(),
                     },
                 );
-                let what = format!(
-                    "provider will act on key {key} in {}",
-                    format_duration_ms(act_after_ms)
+                self.record_fault(
+                    "provider-slow",
+                    &format_args!(
+                        "provider will act on key {key} in {}",
+                        format_duration_ms(act_after_ms)
+                    ),
                 );
-                self.record_fault("provider-slow", &what);
                 let outcome = CallOutcome::Busy { for_ms: act_after_ms };
                 (now_ms + call.timeout_ms, Err(CallError::Timeout), outcome)
             }
@@ -1422,7 +1432,7 @@ impl World {
         if handled.key_was_forgotten {
             // The key-expiry fault fired when the key was forgotten (see `record_forgotten_keys`);
             // this is its consequence, kept for the seed file.
-            self.log_fault(&format!("provider had forgotten key {key}"));
+            self.log_fault(&format_args!("provider had forgotten key {key}"));
         }
         if let Some(quirk) = handled.quirk {
             let (fault, what) = match quirk {
@@ -1444,7 +1454,7 @@ impl World {
         if conditions.fail_before_acting && handled.result.is_err() {
             self.record_fault(
                 "provider-failure",
-                &format!("provider failed before acting on key {key}"),
+                &format_args!("provider failed before acting on key {key}"),
             );
         }
         if let Some(index) = handled.new_effect {
@@ -1583,9 +1593,26 @@ impl World {
     }
 
     /// Counts a fault firing and keeps it for the seed file.
-    pub fn record_fault(&mut self, fault: &str, what: &str) {
-        *self.fault_counts.entry(fault.to_owned()).or_default() += 1;
+    pub fn record_fault(&mut self, fault: &str, what: &dyn std::fmt::Display) {
+        self.count_fault(fault, 1);
         self.log_fault(what);
+    }
+
+    /// Whether a line written now would be kept: the log is on and not full.
+    fn keeps_fault_log(&self) -> bool {
+        self.fault_log
+            .as_ref()
+            .is_some_and(|log| log.len() < FAULT_LOG_MAX)
+    }
+
+    /// Counts without allocating once a model has fired before, which is nearly every time.
+    fn count_fault(&mut self, fault: &str, times: u64) {
+        match self.fault_counts.get_mut(fault) {
+            Some(count) => *count += times,
+            None => {
+                self.fault_counts.insert(fault.to_owned(), times);
+            }
+        }
     }
 
     /// Counts the keys the provider has forgotten since the previous step: each is the
@@ -1594,24 +1621,24 @@ impl World {
     /// step, whether or not anyone sends the key again, and leaves the store untouched.
     pub fn record_forgotten_keys(&mut self) {
         for key in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
-            self.record_fault("key-expiry", &format!("provider forgot key {key}"));
+            self.record_fault("key-expiry", &format_args!("provider forgot key {key}"));
             self.record(Happening::KeyForgotten { key });
         }
     }
 
     /// Keeps a fault decision, or its consequence, for the seed file.
-    pub fn log_fault(&mut self, what: &str) {
-        if self.fault_log.len() < FAULT_LOG_MAX {
+    pub fn log_fault(&mut self, what: &dyn std::fmt::Display) {
+        if self.keeps_fault_log() {
             let line = format!("step {} {}: {what}", self.step, format_time_ms(self.now_ms));
-            self.fault_log.push(line);
+            self.fault_log.get_or_insert_default().push(line);
         }
     }
 
     /// Counts `events` events that fault model `fault` reshaped before the run (delayed, fanned out
     /// or added): such a model acts only then, so this is when it fires.
     pub fn record_reshaping(&mut self, fault: &str, events: u64) {
-        *self.fault_counts.entry(fault.to_owned()).or_default() += events;
-        self.log_fault(&format!("{fault} reshaped {events} events before the run"));
+        self.count_fault(fault, events);
+        self.log_fault(&format_args!("{fault} reshaped {events} events before the run"));
     }
 
     /// Where one delivery goes: lost on the way, refused (no receiver up), or to a receiver
