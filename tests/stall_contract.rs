@@ -41,9 +41,9 @@ fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall(
             continue;
         }
         match &step.happened[..] {
-            [Happening::Pause { process, duration_ms }] if process == actor => {
+            [Happening::Pause { process, duration_ms }] if **process == **actor => {
                 paused_at_all = true;
-                let total = stalled_ms.entry(actor.clone()).or_default();
+                let total = stalled_ms.entry(actor.to_string()).or_default();
                 *total += duration_ms;
                 assert!(
                     *total <= stall_ms_max,
@@ -51,7 +51,7 @@ fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall(
                 );
             }
             _ => {
-                stalled_ms.remove(actor);
+                stalled_ms.remove(&**actor);
             }
         }
     }

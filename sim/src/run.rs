@@ -316,7 +316,11 @@ impl Simulation {
                 // Building checks the settings, as `SimConfig::validate` does, with its error.
                 let model = (kind.build)(settings, rng, &context)
                     .map_err(|error| format!("faults.{}.{error}", kind.name))?;
-                fault_models.push(model);
+                // A model the seed turned off does nothing, so the world does not ask it at
+                // every step; its stream of decisions is its own, so no other model notices.
+                if !faults::turned_off(settings) {
+                    fault_models.push(model);
+                }
             }
         }
         let (workload, reshaped) = if shape_workload {

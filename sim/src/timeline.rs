@@ -2256,7 +2256,7 @@ mod tests {
     }
 
     fn process(id: &str) -> Actor {
-        Actor::Process(id.to_owned())
+        Actor::Process(id.into())
     }
 
     fn setup(receivers: u32, relay_workers: u32) -> TraceStep {

@@ -31,7 +31,7 @@ use crate::workload::EventKind;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Actor {
     /// One incarnation of a process: `receiver-2#1`.
-    Process(String),
+    Process(Arc<str>),
     /// The upstream sender.
     Sender,
     /// The provider, finishing a request it was slow to act on.

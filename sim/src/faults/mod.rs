@@ -519,6 +519,13 @@ pub fn decision_stream_label(name: &str) -> String {
 /// The most copies a fault model may add to one delivery attempt or one event.
 const COPIES_MAX: u32 = 4;
 
+/// Whether `settings` turn their model off (`"enabled": false`, how every built-in model is turned
+/// off by swarm testing and by `--without-faults`). Such a model must do nothing at all; a model
+/// without an `enabled` setting is never taken as off.
+pub fn turned_off(settings: &serde_json::Value) -> bool {
+    settings.get("enabled") == Some(&serde_json::Value::Bool(false))
+}
+
 /// Swarm testing: each fault model is on for about three seeds in four.
 fn swarm_enabled(rng: &mut SimRng) -> bool {
     rng.chance(Ratio::new(3, 4))

@@ -139,7 +139,7 @@ impl World {
 
     fn arrival(&self, route: Route) -> Arrival {
         match route {
-            Route::To(receiver) => Arrival::To(self.processes[receiver].id.clone()),
+            Route::To(receiver) => Arrival::To(self.processes[receiver].id.to_string()),
             Route::Lost => Arrival::Lost,
             Route::Refused => Arrival::Refused,
         }

@@ -25,7 +25,7 @@ impl World {
         };
         self.pause_task(task, duration_ms);
         let pause = Happening::Pause {
-            process: self.processes[process].id.clone(),
+            process: self.processes[process].id.to_string(),
             duration_ms,
         };
         self.record_fault(fault, &pause);
@@ -73,7 +73,7 @@ impl World {
                 .disturbed = true;
         }
         let jump = Happening::ClockSet {
-            process: self.processes[process].id.clone(),
+            process: self.processes[process].id.to_string(),
             offset_ms,
         };
         self.record_fault(fault, &jump);
@@ -91,7 +91,7 @@ impl World {
         let restart_at_ms = self.now_ms + if self.healed { 0 } else { restart_after_ms };
         self.schedule_event(restart_at_ms, WorldEvent::Restart { process });
         let crash = Happening::Crash {
-            process: process_id,
+            process: process_id.to_string(),
             tasks: tasks.len(),
             open_transactions,
             restart_in_ms: restart_at_ms - self.now_ms,
@@ -109,7 +109,9 @@ impl World {
         }
         self.restart_process(process);
         let restarted = self.processes[process].id.clone();
-        self.record(Happening::Restart { process: restarted });
+        self.record(Happening::Restart {
+            process: restarted.to_string(),
+        });
         Some(self.processes[process].role)
     }
 

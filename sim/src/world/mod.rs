@@ -9,6 +9,7 @@
 //! not consult anything outside the run: every choice comes from a seeded stream.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use commitgap::env::{DbError, Value};
 use commitgap::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
@@ -56,8 +57,8 @@ pub struct Process {
     /// Starts at 1 and grows with every restart.
     pub incarnation: u32,
     pub up: bool,
-    /// `name#incarnation`, what `Env::process_id` returns.
-    pub id: String,
+    /// `name#incarnation`, what `Env::process_id` returns; shared, since every step names it.
+    pub id: Arc<str>,
     /// Connections a finished task returned, ready for the next task (a connection pool).
     pub idle_connections: Vec<ConnectionId>,
     /// How far this process's clock is from true time.
@@ -72,7 +73,7 @@ impl Process {
             role,
             incarnation: 1,
             up: true,
-            id,
+            id: id.into(),
             idle_connections: Vec::new(),
             clock_offset_ms: 0,
         }
@@ -155,7 +156,7 @@ struct CallInFlight {
 #[derive(Debug)]
 pub struct TaskState {
     pub process: usize,
-    pub process_id: String,
+    pub process_id: Arc<str>,
     pub kind: TaskKind,
     pub connection: Option<ConnectionId>,
     pub park: Option<Park>,
@@ -975,7 +976,7 @@ impl World {
                 timer: None,
             },
         );
-        (id, process_id)
+        (id, process_id.to_string())
     }
 
     /// Parks `task` until the scheduler picks it at or after `park`, about to do `op`. The
@@ -1121,7 +1122,7 @@ impl World {
         state.incarnation += 1;
         state.up = true;
         state.clock_offset_ms = 0;
-        state.id = format!("{}#{}", state.name, state.incarnation);
+        state.id = format!("{}#{}", state.name, state.incarnation).into();
     }
 
     /// The time as `process` reads it.
@@ -1181,7 +1182,7 @@ impl World {
             };
             let process_id = state.process_id.clone();
             self.step_commits.push(StepCommit {
-                process_id,
+                process_id: process_id.to_string(),
                 hostile,
                 changes: committed,
             });
@@ -1282,7 +1283,7 @@ impl World {
             .as_deref()
             .and_then(|payload| FulfillmentPayload::parse(payload).ok());
         self.step_record.requests.push(RequestRecord {
-            process_id,
+            process_id: process_id.to_string(),
             key: key.clone(),
             payload,
             in_transaction,
@@ -1488,7 +1489,7 @@ impl World {
             // The window a disturbance counts in runs from the previous reply to this one, which
             // covers the claim that took the lease this call runs under.
             let record = ReplyRecord {
-                process_id: state.process_id.clone(),
+                process_id: state.process_id.to_string(),
                 key: call.key,
                 operation: call.operation,
                 process_now_ms: self.now_ms + self.processes[state.process].clock_offset_ms,
@@ -1564,7 +1565,7 @@ impl World {
         // door is answered in the very step that read this clock.
         let receiver_now_s = self.process_now_ms(process).div_euclid(1_000);
         self.step_record.answers.push(AnswerRecord {
-            process_id: state.process_id.clone(),
+            process_id: state.process_id.to_string(),
             account: account.clone(),
             event_id: event_id.clone(),
             answer: answer.clone(),
