@@ -52,6 +52,14 @@ pub struct RelaySettings {
     /// sending. No check made before a stall can protect a request sent after it, so this widens
     /// the reconciliation margin too; a deployment must keep real stalls below it.
     pub stall_ms_max: i64,
+    /// The longest the provider may go on working on a request after receiving it (its documented
+    /// processing bound). A request that timed out or met a 409 may still be in flight for that
+    /// long, so the relay sends its key again no sooner, and a lease outlasts it; together they
+    /// keep two requests with one key from ever being at the provider at once, which a provider
+    /// that executes concurrent requests twice would turn into two effects. 0 (the value in seed
+    /// files written before this setting existed) leaves retries to the backoff alone.
+    #[serde(default)]
+    pub provider_act_ms_max: i64,
 }
 
 impl Default for RelaySettings {
@@ -67,6 +75,7 @@ impl Default for RelaySettings {
             attempts_max: 30,
             clock_skew_ms_max: 300_000,
             stall_ms_max: 600_000,
+            provider_act_ms_max: 40_000,
         }
     }
 }
@@ -207,9 +216,23 @@ pub async fn relay_once_with<S: RelaySteps>(
 // auto-trait bounds `async fn` in a public trait cannot express are never needed.
 #[allow(async_fn_in_trait)]
 pub trait RelaySteps {
-    /// How long a claim lasts: the configured lease, which exceeds the call timeout by a margin.
+    /// How long a claim lasts: the configured lease, which exceeds the call timeout by a margin,
+    /// and at least the provider's processing bound and a call timeout more, so that a worker
+    /// that dies mid-call leaves its request time to finish at the provider before another
+    /// worker may send the key.
     fn lease_ms(&self, settings: &RelaySettings) -> i64 {
-        settings.lease_ms
+        settings.lease_ms.max(
+            settings
+                .provider_act_ms_max
+                .saturating_add(settings.call_timeout_ms),
+        )
+    }
+
+    /// How long to leave a key alone after a send whose outcome is unknown (a timeout) or that
+    /// met another request with the key in progress (a 409): the provider may go on acting on
+    /// either that long.
+    fn in_flight_wait_ms(&self, settings: &RelaySettings) -> i64 {
+        settings.provider_act_ms_max
     }
 
     /// Takes the lease on `operation_key` if it is still owed, due and unleased. One statement, so
@@ -308,6 +331,7 @@ pub trait RelaySteps {
             idempotency_key,
             payload,
         };
+        let in_flight_wait_ms = self.in_flight_wait_ms(settings);
         match call(env, settings, send).await {
             Ok(ProviderReply::Accepted { effect_id, .. }) => self.complete(env, claim, &effect_id).await,
             Ok(ProviderReply::Rejected { status, reason }) => {
@@ -315,15 +339,13 @@ pub trait RelaySteps {
                 bury(env, claim, &reason).await
             }
             Ok(ProviderReply::Conflict) => {
-                retry_later(
-                    env,
-                    settings,
-                    claim,
-                    "provider is still processing this key (409)",
-                )
-                .await
+                let error = "provider is still processing this key (409)";
+                retry_not_before(env, settings, claim, error, in_flight_wait_ms).await
             }
             Ok(other) => retry_later(env, settings, claim, &format!("unexpected reply {other:?}")).await,
+            Err(error @ CallError::Timeout) => {
+                retry_not_before(env, settings, claim, &error.to_string(), in_flight_wait_ms).await
+            }
             Err(error) => retry_later(env, settings, claim, &error.to_string()).await,
         }
     }
@@ -383,12 +405,25 @@ async fn retry_later(
     claim: &Claim,
     error: &str,
 ) -> Result<(), DbError> {
+    retry_not_before(env, settings, claim, error, 0).await
+}
+
+/// [`retry_later`], with the next attempt no sooner than `wait_ms_min` from now, whatever the
+/// backoff says.
+async fn retry_not_before(
+    env: &dyn Env,
+    settings: &RelaySettings,
+    claim: &Claim,
+    error: &str,
+    wait_ms_min: i64,
+) -> Result<(), DbError> {
     if claim.attempts >= settings.attempts_max {
         let reason = format!("gave up after {} attempts; last error: {error}", claim.attempts);
         return bury(env, claim, &reason).await;
     }
+    let wait_ms = settings.backoff_ms(claim.attempts).max(wait_ms_min);
     let params = [
-        int(env.now_ms() + settings.backoff_ms(claim.attempts)),
+        int(env.now_ms().saturating_add(wait_ms)),
         text(error),
         text(&claim.operation_key),
         int(claim.lease_token),

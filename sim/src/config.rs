@@ -80,6 +80,12 @@ impl SimConfig {
     pub fn draw_shaped(seed: u64, backend: Backend, shape: &WorkloadShape) -> SimConfig {
         let mut config = SimConfig::draw_unshaped(seed, backend);
         config.apply_shape(seed, shape);
+        // The processing bound the relay is told of is the one the simulated provider keeps: a
+        // slow provider acts within this many times the call timeout (see `provider-slow`).
+        config.relay.provider_act_ms_max = config
+            .relay
+            .call_timeout_ms
+            .saturating_mul(faults::PROVIDER_ACT_TIMEOUTS_MAX);
         let context = config.fault_context();
         for kind in faults::registry() {
             let mut fault_rng = SimRng::stream(seed, &faults::config_stream_label(kind.name));
@@ -91,6 +97,7 @@ impl SimConfig {
             }
             config.faults.insert(kind.name.to_owned(), settings);
         }
+        faults::provider_double_execute::keep_apart_in_draw(&mut config.faults);
         if let Some(retention_ms) = shape.receipt_retention_ms
             && let Some(settings) = config.faults.get_mut("receipt-purge")
         {
@@ -147,6 +154,8 @@ impl SimConfig {
             attempts_max: *rng.pick(&[10, 30]),
             clock_skew_ms_max: 5 * MINUTE_MS,
             stall_ms_max: 10 * MINUTE_MS,
+            // Set with the call timeout, which a shape may change (see `draw_shaped`).
+            provider_act_ms_max: 0,
         };
         let sender_preset = *rng.pick(&SenderPreset::ALL);
         let fault_phase_ms = *rng.pick(&[10 * MINUTE_MS, HOUR_MS, 4 * HOUR_MS]);
@@ -189,6 +198,7 @@ impl SimConfig {
                 *enabled = serde_json::Value::Bool(true);
             }
         }
+        faults::provider_double_execute::keep_apart_when_all_on(&mut self.faults);
     }
 
     /// What fault models may base their settings on.
@@ -338,7 +348,13 @@ impl SimConfig {
             self.relay.call_timeout_ms.saturating_mul(2),
             DURATION_MS_MAX,
         )?;
-        Ok(())
+        check(
+            "relay.provider_act_ms_max",
+            self.relay.provider_act_ms_max,
+            0,
+            DURATION_MS_MAX,
+        )?;
+        faults::provider_double_execute::check_apart(&self.faults, &self.relay)
     }
 
     fn validate_fault_names(&self) -> Result<(), String> {

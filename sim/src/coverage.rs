@@ -619,10 +619,12 @@ mod tests {
             "{:#?}",
             coverage.warnings()
         );
+        // provider-double-execute, the other model of its kind, never fired either.
         assert_eq!(
             coverage.notes(),
             [
-                "never fired: payload-mismatch (the provider silently replays the old response for a reused key with a new payload); it acts only on what a correct system never does, so a sweep of one never sees it fire"
+                "never fired: payload-mismatch (the provider silently replays the old response for a reused key with a new payload); it acts only on what a correct system never does, so a sweep of one never sees it fire",
+                "never fired: provider-double-execute (the provider executes a request whose key is still in progress, and the first acts too); it acts only on what a correct system never does, so a sweep of one never sees it fire"
             ]
         );
         assert!(
@@ -632,6 +634,11 @@ mod tests {
                 .any(|line| line.starts_with("coverage: note: never fired: payload-mismatch"))
         );
         coverage.faults_fired.get_mut("payload-mismatch").unwrap().count = 1;
+        coverage
+            .faults_fired
+            .get_mut("provider-double-execute")
+            .unwrap()
+            .count = 1;
         assert!(coverage.notes().is_empty());
         let noted: Vec<&str> = faults::registry()
             .into_iter()
@@ -640,7 +647,7 @@ mod tests {
             .collect();
         assert_eq!(
             noted,
-            ["payload-mismatch"],
+            ["payload-mismatch", "provider-double-execute"],
             "every other model can fire against a correct system"
         );
     }

@@ -8,7 +8,11 @@
 //! in that window get 409, as the IETF draft specifies. A failure before acting (a 5xx) may be
 //! cached under the key like a result (Stripe's v1 "including 500 errors"), so every retry with
 //! that key fails the same way until the key is forgotten. Keys are forgotten only when the
-//! key-expiry fault model set a time for it, never earlier than the documented lifetime.
+//! key-expiry fault model set a time for it, never earlier than the documented lifetime. A
+//! provider that executes concurrent requests twice (`Conditions::double_execute`) does not answer
+//! 409 for a key in progress: it executes the new request, and the request it was still working on
+//! performs its effect too when it finishes, since it passed the key check before either stored
+//! the key.
 //!
 //! `Lookup` answers from the ledger, which is permanent, so reconciliation works after a key is
 //! forgotten. The ledger is the ground truth the invariants count effects in: an effect is
@@ -41,6 +45,8 @@ pub struct Conditions {
     pub replay_on_mismatch: bool,
     /// Keep the key locked this long after acting; same-key requests meanwhile get 409.
     pub lock_after_ms: i64,
+    /// Execute a request whose key is still being processed instead of answering 409.
+    pub double_execute: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +67,9 @@ struct KeyEntry {
 pub struct ProviderModel {
     keys: BTreeMap<String, KeyEntry>,
     in_progress: BTreeMap<String, u32>,
+    /// Requests in progress that a request with their key overtook (see
+    /// `Conditions::double_execute`), per key: each acts when it finishes, store or not.
+    overtaken: BTreeMap<String, u32>,
     effects: Vec<Effect>,
     effects_by_operation: BTreeMap<String, Vec<usize>>,
     effect_by_key: BTreeMap<String, usize>,
@@ -78,6 +87,11 @@ pub enum Quirk {
     /// A reused key with a different payload got the stored result
     /// (`Conditions::replay_on_mismatch`).
     LenientReplay,
+    /// A request overtook another with its key still in progress instead of getting 409
+    /// (`Conditions::double_execute`).
+    Overtook,
+    /// A request in progress that another with its key overtook acted anyway.
+    ActedAgain,
 }
 
 /// What one request did at the provider.
@@ -164,13 +178,24 @@ impl ProviderModel {
         *self.in_progress.entry(key.to_owned()).or_default() += 1;
     }
 
-    /// A slow request for `key` ended.
-    pub fn end_processing(&mut self, key: &str) {
+    /// A slow request for `key` ended. Returns whether another request with its key overtook it
+    /// meanwhile, so that it acts regardless of the key store (see [`ProviderModel::act_again`]).
+    pub fn end_processing(&mut self, key: &str) -> bool {
         if let Some(count) = self.in_progress.get_mut(key) {
             *count -= 1;
             if *count == 0 {
                 self.in_progress.remove(key);
             }
+        }
+        match self.overtaken.get_mut(key) {
+            Some(count) => {
+                *count -= 1;
+                if *count == 0 {
+                    self.overtaken.remove(key);
+                }
+                true
+            }
+            None => false,
         }
     }
 
@@ -187,10 +212,16 @@ impl ProviderModel {
         conditions: Conditions,
         forget_at: impl FnOnce() -> Option<i64>,
     ) -> Handled {
-        if self.in_progress.contains_key(key) {
-            return Handled::reply(ProviderReply::Conflict, false);
-        }
-        if self.is_busy(key, now_ms) {
+        let mut overtook = false;
+        if let Some(&in_progress) = self.in_progress.get(key) {
+            if !conditions.double_execute {
+                return Handled::reply(ProviderReply::Conflict, false);
+            }
+            // Every request now in progress with this key passed its key check before this one
+            // stores the key, so each will act too.
+            self.overtaken.insert(key.to_owned(), in_progress);
+            overtook = true;
+        } else if self.is_busy(key, now_ms) {
             return Handled::reply(ProviderReply::Conflict, false).quirk(Quirk::Locked);
         }
         let mut key_was_forgotten = false;
@@ -227,10 +258,45 @@ impl ProviderModel {
                 quirk: None,
             };
         }
+        let mut handled = self.act(key, payload, now_ms, conditions.lock_after_ms, forget_at);
+        handled.key_was_forgotten = key_was_forgotten;
+        if overtook {
+            handled.quirk = Some(Quirk::Overtook);
+        }
+        handled
+    }
+
+    /// A slow request that another with its key overtook finishes: it performs its effect,
+    /// whatever the key store holds now (it checked the store when it arrived). The store keeps
+    /// what the first to finish stored.
+    pub fn act_again(&mut self, request: &ProviderRequest, now_ms: i64) -> Handled {
+        self.requests.push(request.clone());
+        let ProviderRequest::Send {
+            idempotency_key,
+            payload,
+        } = request
+        else {
+            return Handled::reply(ProviderReply::NotFound, false);
+        };
+        let mut handled = self.act(idempotency_key, payload, now_ms, 0, || None);
+        handled.quirk = Some(Quirk::ActedAgain);
+        handled
+    }
+
+    /// Performs the effect `payload` asks for under `key` and stores the key, unless it already
+    /// holds a result.
+    fn act(
+        &mut self,
+        key: &str,
+        payload: &str,
+        now_ms: i64,
+        lock_after_ms: i64,
+        forget_at: impl FnOnce() -> Option<i64>,
+    ) -> Handled {
         let operation = match FulfillmentPayload::parse(payload) {
             Ok(parsed) => parsed.operation_key(),
             Err(reason) => {
-                return Handled::reply(ProviderReply::Rejected { status: 400, reason }, key_was_forgotten);
+                return Handled::reply(ProviderReply::Rejected { status: 400, reason }, false);
             }
         };
         let index = self.effects.len();
@@ -247,22 +313,27 @@ impl ProviderModel {
             .or_default()
             .push(index);
         self.effect_by_key.entry(key.to_owned()).or_insert(index);
-        let entry = KeyEntry {
-            stored: Stored::Result {
-                payload: payload.to_owned(),
-                effect: index,
-            },
-            forget_at_ms: forget_at(),
-            locked_until_ms: now_ms + conditions.lock_after_ms,
-        };
-        self.keys.insert(key.to_owned(), entry);
+        if !matches!(
+            self.keys.get(key).map(|entry| &entry.stored),
+            Some(Stored::Result { .. })
+        ) {
+            let entry = KeyEntry {
+                stored: Stored::Result {
+                    payload: payload.to_owned(),
+                    effect: index,
+                },
+                forget_at_ms: forget_at(),
+                locked_until_ms: now_ms + lock_after_ms,
+            };
+            self.keys.insert(key.to_owned(), entry);
+        }
         Handled {
             result: Ok(ProviderReply::Accepted {
                 effect_id,
                 replayed: false,
             }),
             new_effect: Some(index),
-            key_was_forgotten,
+            key_was_forgotten: false,
             quirk: None,
         }
     }
@@ -355,7 +426,44 @@ mod tests {
         sticky_errors: false,
         replay_on_mismatch: false,
         lock_after_ms: 0,
+        double_execute: false,
     };
+
+    #[test]
+    fn a_double_executing_provider_acts_for_both_requests_with_a_key_in_progress() {
+        let mut provider = ProviderModel::default();
+        let request = send("k", &payload(100));
+        // The first request is slow: it is in progress when the retry comes.
+        provider.begin_processing("k");
+        let double = Conditions {
+            double_execute: true,
+            ..PLAIN
+        };
+        let retry = provider.handle(&request, 1_000, double, || None);
+        assert_eq!(retry.new_effect, Some(0), "the retry is executed, not told 409");
+        assert_eq!(retry.quirk, Some(Quirk::Overtook));
+        assert!(provider.end_processing("k"), "the slow request was overtaken");
+        let first = provider.act_again(&request, 2_000);
+        assert_eq!(first.new_effect, Some(1), "the slow request acts too");
+        assert_eq!(first.quirk, Some(Quirk::ActedAgain));
+        assert_eq!(provider.effects_for("t/o/fulfill/v1").count(), 2);
+        // The store keeps what the retry stored: a later retry replays the first effect.
+        let later = provider.handle(&request, 3_000, PLAIN, || None);
+        assert_eq!(
+            later.result,
+            Ok(ProviderReply::Accepted {
+                effect_id: "shp-1".to_owned(),
+                replayed: true
+            })
+        );
+
+        // A provider that locks keys answers 409 and nothing is overtaken.
+        let mut locking = ProviderModel::default();
+        locking.begin_processing("k");
+        let during = locking.handle(&request, 1_000, PLAIN, || None);
+        assert_eq!(during.result, Ok(ProviderReply::Conflict));
+        assert!(!locking.end_processing("k"));
+    }
 
     #[test]
     fn a_live_key_replays_and_a_forgotten_key_acts_again() {

@@ -44,6 +44,9 @@ impl SimCase {
                 *enabled = serde_json::Value::Bool(self.faults.contains(name));
             }
         }
+        // A chosen set may hold provider-double-execute with a model it is never on with; it
+        // wins, as it does in a drawn seed.
+        faults::provider_double_execute::keep_apart_in_draw(&mut config.faults);
         config
     }
 

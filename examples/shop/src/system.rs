@@ -310,18 +310,19 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
     else {
         return Ok(false);
     };
+    // The hold outlasts what the provider may take over a request, so a worker that dies mid-call
+    // leaves its request time to finish before another worker sends the key: a provider that
+    // executes concurrent requests twice would perform the job twice.
+    let lease_ms = settings
+        .lease_ms
+        .max(settings.provider_act_ms_max + settings.call_timeout_ms);
     let claimed = env
         .query(
             "UPDATE jobs SET fence = fence + 1, holder = ?1, held_until = ?2, \
              first_try_at = coalesce(first_try_at, ?3), tries = tries + 1 \
              WHERE job_key = ?4 AND state = 'queued' AND coalesce(held_until, 0) <= ?3 \
              RETURNING fence, body, first_try_at, tries",
-            &[
-                text(env.process_id()),
-                int(now + settings.lease_ms),
-                int(now),
-                text(&key),
-            ],
+            &[text(env.process_id()), int(now + lease_ms), int(now), text(&key)],
         )
         .await?;
     let Some(claim) = claimed.first() else {
@@ -355,14 +356,14 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
                 let renewed = env
                     .execute(
                         "UPDATE jobs SET held_until = ?1 WHERE job_key = ?2 AND fence = ?3 AND state = 'queued'",
-                        &[int(env.now_ms() + settings.lease_ms), text(&key), int(fence)],
+                        &[int(env.now_ms() + lease_ms), text(&key), int(fence)],
                     )
                     .await?;
                 if renewed == 0 {
                     return Ok(true);
                 }
             }
-            _ => return postpone(env, &key, fence).await,
+            _ => return postpone(env, &key, fence, 0).await,
         }
     }
     let send = call(ProviderRequest::Send {
@@ -374,7 +375,9 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
         Ok(ProviderReply::Rejected { status, reason }) => {
             finish(env, &key, fence, "failed", &format!("{status} {reason}")).await
         }
-        _ => postpone(env, &key, fence).await,
+        // The provider may still be working on a request that timed out or met another with
+        // its key: leave the key alone until it must have finished.
+        _ => postpone(env, &key, fence, settings.provider_act_ms_max).await,
     }
 }
 
@@ -394,11 +397,11 @@ async fn finish(env: &dyn Env, key: &str, fence: i64, state: &str, detail: &str)
     Ok(true)
 }
 
-/// Gives the job back for a retry in a minute.
-async fn postpone(env: &dyn Env, key: &str, fence: i64) -> Result<bool, DbError> {
+/// Gives the job back for a retry in a minute, or after `wait_ms_min` if that is longer.
+async fn postpone(env: &dyn Env, key: &str, fence: i64, wait_ms_min: i64) -> Result<bool, DbError> {
     env.execute(
         "UPDATE jobs SET due_at = ?1, held_until = NULL WHERE job_key = ?2 AND fence = ?3 AND state = 'queued'",
-        &[int(env.now_ms() + 60_000), text(key), int(fence)],
+        &[int(env.now_ms() + wait_ms_min.max(60_000)), text(key), int(fence)],
     )
     .await?;
     Ok(true)

@@ -24,6 +24,7 @@ mod late_delivery;
 mod lost_ack;
 mod payload_mismatch;
 mod provider_conflict;
+pub mod provider_double_execute;
 mod provider_failure;
 mod provider_slow;
 mod receipt_purge;
@@ -242,7 +243,7 @@ pub struct ProviderFaults {
 
 impl ProviderFaults {
     /// Writes the conditions as a schedule value: comma-separated `fail`, `sticky`, `replay`,
-    /// `lock=MS`, `slow=MS`.
+    /// `double`, `lock=MS`, `slow=MS`.
     pub fn encode(&self) -> String {
         let conditions = self.conditions;
         let mut flags = Vec::new();
@@ -254,6 +255,9 @@ impl ProviderFaults {
         }
         if conditions.replay_on_mismatch {
             flags.push("replay".to_owned());
+        }
+        if conditions.double_execute {
+            flags.push("double".to_owned());
         }
         if conditions.lock_after_ms > 0 {
             flags.push(format!("lock={}", conditions.lock_after_ms));
@@ -280,9 +284,10 @@ impl ProviderFaults {
                     "fail" => faults.conditions.fail_before_acting = true,
                     "sticky" => faults.conditions.sticky_errors = true,
                     "replay" => faults.conditions.replay_on_mismatch = true,
+                    "double" => faults.conditions.double_execute = true,
                     _ => {
                         return Err(format!(
-                            "{flag:?} is not one of fail, sticky, replay, lock=MS, slow=MS"
+                            "{flag:?} is not one of fail, sticky, replay, double, lock=MS, slow=MS"
                         ));
                     }
                 },
@@ -299,6 +304,7 @@ impl ProviderFaults {
                 sticky_errors: left.sticky_errors || right.sticky_errors,
                 replay_on_mismatch: left.replay_on_mismatch || right.replay_on_mismatch,
                 lock_after_ms: left.lock_after_ms.max(right.lock_after_ms),
+                double_execute: left.double_execute || right.double_execute,
             },
             act_after_ms: self.act_after_ms.max(other.act_after_ms),
         }
@@ -498,6 +504,7 @@ fn built_in() -> Vec<FaultKind> {
         clock_jump::KIND,
         attacker::KIND,
         sender_clock_skew::KIND,
+        provider_double_execute::KIND,
     ]
 }
 
@@ -525,6 +532,10 @@ const COPIES_MAX: u32 = 4;
 pub fn turned_off(settings: &serde_json::Value) -> bool {
     settings.get("enabled") == Some(&serde_json::Value::Bool(false))
 }
+
+/// A slow provider acts within this many call timeouts of receiving a request; drawn
+/// configurations tell the relay so (`relay.provider_act_ms_max`).
+pub const PROVIDER_ACT_TIMEOUTS_MAX: i64 = 4;
 
 /// Swarm testing: each fault model is on for about three seeds in four.
 fn swarm_enabled(rng: &mut SimRng) -> bool {

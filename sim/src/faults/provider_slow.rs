@@ -42,7 +42,7 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
         enabled: swarm_enabled(rng),
         rate: draw_ratio(rng, &[(1, 20), (1, 5), (1, 2)]),
         act_after_ms_min: context.call_timeout_ms * 11 / 10,
-        act_after_ms_max: context.call_timeout_ms * 4,
+        act_after_ms_max: context.call_timeout_ms * super::PROVIDER_ACT_TIMEOUTS_MAX,
     })
 }
 

@@ -1430,6 +1430,17 @@ impl World {
                 .unwrap_or_default();
             self.probes.key_stored(at_ms, key, operation);
         }
+        self.provider_handled(key, conditions.fail_before_acting, handled)
+    }
+
+    /// Writes down what the provider did with one request under `key`: the fault that decided
+    /// it, if one did, and the effect it performed, if any.
+    fn provider_handled(
+        &mut self,
+        key: &str,
+        failed_before_acting: bool,
+        handled: crate::provider::Handled,
+    ) -> Result<ProviderReply, CallError> {
         if handled.key_was_forgotten {
             // The key-expiry fault fired when the key was forgotten (see `record_forgotten_keys`);
             // this is its consequence, kept for the seed file.
@@ -1449,10 +1460,18 @@ impl World {
                     "payload-mismatch",
                     format!("provider replayed key {key} for a different payload"),
                 ),
+                Quirk::Overtook => (
+                    "provider-double-execute",
+                    format!("provider executed key {key} while a request with it was in progress"),
+                ),
+                Quirk::ActedAgain => (
+                    "provider-double-execute",
+                    format!("provider finished an overtaken request for key {key} and acted again"),
+                ),
             };
             self.record_fault(fault, &what);
         }
-        if conditions.fail_before_acting && handled.result.is_err() {
+        if failed_before_acting && handled.result.is_err() {
             self.record_fault(
                 "provider-failure",
                 &format_args!("provider failed before acting on key {key}"),
@@ -1467,11 +1486,15 @@ impl World {
     /// A slow provider request finishes: the provider acts now (nobody waits for the reply).
     pub fn provider_acts(&mut self, request: &ProviderRequest) {
         let key = request.idempotency_key().to_owned();
-        self.provider.end_processing(&key);
-        let conditions = crate::provider::Conditions::default();
-        let outcome = self
-            .provider_handle(request, self.now_ms, conditions)
-            .map_err(|error| call_error_text(&error));
+        let overtaken = self.provider.end_processing(&key);
+        let outcome = if overtaken {
+            let handled = self.provider.act_again(request, self.now_ms);
+            self.provider_handled(&key, false, handled)
+        } else {
+            let conditions = crate::provider::Conditions::default();
+            self.provider_handle(request, self.now_ms, conditions)
+        }
+        .map_err(|error| call_error_text(&error));
         self.record(Happening::ProviderFinishes { key, outcome });
     }
 

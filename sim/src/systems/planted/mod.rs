@@ -28,6 +28,7 @@ mod rebuild_payload;
 mod receipt_after;
 mod receipt_first;
 mod receipt_only_guard;
+mod retry_while_in_flight;
 mod short_lease;
 mod unfenced_completion;
 mod unverified_signature;
@@ -55,6 +56,7 @@ pub use rebuild_payload::RebuildPayload;
 pub use receipt_after::ReceiptAfter;
 pub use receipt_first::ReceiptFirst;
 pub use receipt_only_guard::ReceiptOnlyGuard;
+pub use retry_while_in_flight::RetryWhileInFlight;
 pub use short_lease::ShortLease;
 pub use unfenced_completion::UnfencedCompletion;
 pub use unverified_signature::UnverifiedSignature;
@@ -85,6 +87,7 @@ pub fn all() -> Vec<Arc<dyn System>> {
         system(UnverifiedSignature),
         system(FutureTimestampRejected),
         system(ClaimIgnoresLiveLease),
+        system(RetryWhileInFlight),
     ]
 }
 
@@ -165,6 +168,7 @@ mod tests {
             source!("unverified_signature.rs", UnverifiedSignature),
             source!("future_timestamp_rejected.rs", FutureTimestampRejected),
             source!("claim_ignores_live_lease.rs", ClaimIgnoresLiveLease),
+            source!("retry_while_in_flight.rs", RetryWhileInFlight),
         ]
     }
 

@@ -1,0 +1,219 @@
+//! A provider that executes concurrent requests with one idempotency key twice.
+//!
+//! Not every provider locks a key while a request for it is in flight. Without the lock, a
+//! request that arrives while another with its key is still being processed finds no stored
+//! result, so the provider executes it; the first request, which passed the same check when it
+//! arrived, performs its effect too when it finishes. Two effects under one key, and the key store
+//! keeps only the first. A caller is safe only if two requests with one key are never at the
+//! provider at once: the reference leaves a key alone for the provider's processing bound after a
+//! timeout or a 409, and holds each lease for that bound and a call timeout more.
+//!
+//! No caller can keep its requests apart when a worker stalls past its lease between its last
+//! check and its send (`worker-pause`, `hung-worker`) or when a worker's clock runs ahead of the
+//! lease it judges (`clock-jump`): a check made before the stall cannot protect a request sent
+//! after it. So this model is never on together with those three; a drawn seed that turns it on
+//! turns them off, `--all-faults` leaves this one off, and a seed file with both on is refused.
+//! It also needs the provider to finish within the bound the relay is told of, so a slow provider
+//! in the same seed acts within `relay.provider_act_ms_max`.
+//!
+//! This model only sets the provider's behaviour; the provider model does the rest. It stops at
+//! heal.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use commitgap::provider::ProviderRequest;
+use commitgap::relay::RelaySettings;
+
+use super::{
+    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, from_json, to_json, turned_off,
+};
+use crate::rng::{Ratio, SimRng};
+
+pub const KIND: FaultKind = FaultKind {
+    name: "provider-double-execute",
+    description: "the provider executes a request whose key is still in progress, and the first acts too",
+    draw,
+    build,
+    acts_only_on_faulty_systems: true,
+};
+
+/// The fault models this one is never on with: each can put two requests with one key at the
+/// provider at once whatever the caller does.
+pub const KEPT_APART_FROM: [&str; 3] = ["worker-pause", "hung-worker", "clock-jump"];
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {
+    enabled: bool,
+}
+
+struct ProviderDoubleExecute {
+    settings: Settings,
+    healed: bool,
+}
+
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+    // On in one seed in three rather than the usual three in four: a seed with it on has the
+    // three models it is kept apart from off.
+    to_json(&Settings {
+        enabled: rng.chance(Ratio::new(1, 3)),
+    })
+}
+
+fn build(
+    value: &serde_json::Value,
+    _rng: SimRng,
+    _context: &FaultContext,
+) -> Result<Box<dyn FaultModel>, String> {
+    let settings: Settings = from_json(value)?;
+    Ok(Box::new(ProviderDoubleExecute {
+        settings,
+        healed: false,
+    }))
+}
+
+fn is_on(faults: &BTreeMap<String, serde_json::Value>, name: &str) -> bool {
+    faults.get(name).is_some_and(|settings| !turned_off(settings))
+}
+
+fn turn_off(faults: &mut BTreeMap<String, serde_json::Value>, name: &str) {
+    if let Some(enabled) = faults
+        .get_mut(name)
+        .and_then(|settings| settings.get_mut("enabled"))
+    {
+        *enabled = serde_json::Value::Bool(false);
+    }
+}
+
+/// After a seed drew its fault settings: if this model is on, the models it is kept apart from
+/// are turned off.
+pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>) {
+    if is_on(faults, KIND.name) {
+        for name in KEPT_APART_FROM {
+            turn_off(faults, name);
+        }
+    }
+}
+
+/// After every fault model was turned on (`--all-faults`): this one goes off again if any model
+/// it is kept apart from is on.
+pub fn keep_apart_when_all_on(faults: &mut BTreeMap<String, serde_json::Value>) {
+    if KEPT_APART_FROM.iter().any(|name| is_on(faults, name)) {
+        turn_off(faults, KIND.name);
+    }
+}
+
+/// Refuses a configuration (a hand-edited seed file) that has this model on together with one it
+/// is kept apart from, or with a slow provider that may act later than the relay is told.
+pub fn check_apart(
+    faults: &BTreeMap<String, serde_json::Value>,
+    relay: &RelaySettings,
+) -> Result<(), String> {
+    if !is_on(faults, KIND.name) {
+        return Ok(());
+    }
+    if let Some(other) = KEPT_APART_FROM.iter().find(|name| is_on(faults, name)) {
+        return Err(format!(
+            "faults.{}: cannot be on together with {other}, which can put two requests with one key \
+             at the provider whatever the relay does; turn one of them off",
+            KIND.name
+        ));
+    }
+    let slow_act_ms_max = faults
+        .get("provider-slow")
+        .filter(|settings| !turned_off(settings))
+        .and_then(|settings| settings.get("act_after_ms_max"))
+        .and_then(serde_json::Value::as_i64);
+    if let Some(act_ms_max) = slow_act_ms_max
+        && act_ms_max > relay.provider_act_ms_max
+    {
+        return Err(format!(
+            "faults.provider-slow.act_after_ms_max: {act_ms_max} is above relay.provider_act_ms_max \
+             {}, the processing bound the relay keeps requests apart by; with {} on it must be at most that",
+            relay.provider_act_ms_max, KIND.name
+        ));
+    }
+    Ok(())
+}
+
+impl FaultModel for ProviderDoubleExecute {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        to_json(&self.settings)
+    }
+
+    fn provider_faults(&mut self, _now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
+        let mut faults = ProviderFaults::default();
+        if self.settings.enabled && !self.healed && matches!(request, ProviderRequest::Send { .. }) {
+            faults.conditions.double_execute = true;
+        }
+        faults
+    }
+
+    fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+        self.healed = true;
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SimConfig;
+    use crate::db::Backend;
+    use crate::shape::WorkloadShape;
+
+    #[test]
+    fn a_drawn_seed_never_has_it_on_with_a_model_it_is_kept_apart_from() {
+        let mut on = 0;
+        for seed in 0..300 {
+            let config = SimConfig::draw_shaped(seed, Backend::Memdb, &WorkloadShape::default());
+            config.validate().unwrap();
+            if is_on(&config.faults, KIND.name) {
+                on += 1;
+                for name in KEPT_APART_FROM {
+                    assert!(!is_on(&config.faults, name), "seed {seed}: {name}");
+                }
+            }
+            let mut every = config.clone();
+            every.enable_faults_allowed_by(&WorkloadShape::default());
+            every.validate().unwrap();
+            assert!(
+                !is_on(&every.faults, KIND.name),
+                "seed {seed} with every fault on"
+            );
+        }
+        assert!(
+            (60..140).contains(&on),
+            "on in about a third of 300 seeds, not {on}"
+        );
+    }
+
+    #[test]
+    fn a_seed_file_with_it_on_beside_a_stall_or_a_late_provider_is_refused() {
+        let config = (0..)
+            .map(|seed| SimConfig::draw_shaped(seed, Backend::Memdb, &WorkloadShape::default()))
+            .find(|config| is_on(&config.faults, KIND.name))
+            .unwrap();
+        let mut paused = config.clone();
+        paused.faults.get_mut("worker-pause").unwrap()["enabled"] = true.into();
+        let error = paused.validate().unwrap_err();
+        assert!(
+            error.starts_with("faults.provider-double-execute: cannot be on together with worker-pause"),
+            "{error}"
+        );
+        let mut late = config.clone();
+        let slow = late.faults.get_mut("provider-slow").unwrap();
+        slow["enabled"] = true.into();
+        slow["act_after_ms_max"] = (config.relay.provider_act_ms_max + 1).into();
+        let error = late.validate().unwrap_err();
+        assert!(
+            error.starts_with("faults.provider-slow.act_after_ms_max:"),
+            "{error}"
+        );
+    }
+}
