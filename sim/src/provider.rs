@@ -74,6 +74,9 @@ pub struct ProviderModel {
     effects_by_operation: BTreeMap<String, Vec<usize>>,
     effect_by_key: BTreeMap<String, usize>,
     requests: Vec<ProviderRequest>,
+    /// The operations (or, for a payload that names none, the keys) of requests answered with a
+    /// permanent rejection or with a 5xx cached under their key.
+    rejected: std::collections::BTreeSet<String>,
 }
 
 /// Which of the provider's fault conditions decided an answer: what made it differ from the
@@ -146,8 +149,38 @@ impl ProviderModel {
             ProviderRequest::Send {
                 idempotency_key,
                 payload,
-            } => self.send(idempotency_key, payload, now_ms, conditions, forget_at),
+            } => {
+                let handled = self.send(idempotency_key, payload, now_ms, conditions, forget_at);
+                // A 5xx cached under the key is the provider's answer until the key expires, as
+                // final for that key as a rejection.
+                if matches!(handled.result, Ok(ProviderReply::Rejected { .. }))
+                    || handled.quirk == Some(Quirk::CachedError)
+                {
+                    self.note_refused(request);
+                }
+                handled
+            }
         }
+    }
+
+    /// Notes that `request` was refused for good: rejected, or answered with an error cached under
+    /// its key. A test that scripts a rejection notes it here too.
+    pub fn note_refused(&mut self, request: &ProviderRequest) {
+        let operation = match request {
+            ProviderRequest::Send {
+                idempotency_key,
+                payload,
+            } => FulfillmentPayload::parse(payload)
+                .map_or_else(|_| idempotency_key.clone(), |payload| payload.operation_key()),
+            ProviderRequest::Lookup { idempotency_key } => idempotency_key.clone(),
+        };
+        self.rejected.insert(operation);
+    }
+
+    /// Whether a request for `operation` (or with that key, when its payload named none) was
+    /// ever answered with a permanent rejection or a 5xx cached under its key.
+    pub fn rejected(&self, operation: &str) -> bool {
+        self.rejected.contains(operation)
     }
 
     /// Whether the key store holds `key` (a result or a cached error) and has not forgotten it.

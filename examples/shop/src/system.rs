@@ -334,9 +334,6 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
         claim.int(2)?,
         claim.int(3)?,
     );
-    if tries > settings.attempts_max {
-        return finish(env, &key, fence, "failed", "gave up: too many tries").await;
-    }
     let call = |request| ProviderCall {
         request,
         timeout_ms: settings.call_timeout_ms,
@@ -363,7 +360,7 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
                     return Ok(true);
                 }
             }
-            _ => return postpone(env, &key, fence, 0).await,
+            _ => return postpone(env, &key, fence, tries, settings, 0).await,
         }
     }
     let send = call(ProviderRequest::Send {
@@ -377,7 +374,7 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
         }
         // The provider may still be working on a request that timed out or met another with
         // its key: leave the key alone until it must have finished.
-        _ => postpone(env, &key, fence, settings.provider_act_ms_max).await,
+        _ => postpone(env, &key, fence, tries, settings, settings.provider_act_ms_max).await,
     }
 }
 
@@ -397,8 +394,20 @@ async fn finish(env: &dyn Env, key: &str, fence: i64, state: &str, detail: &str)
     Ok(true)
 }
 
-/// Gives the job back for a retry in a minute, or after `wait_ms_min` if that is longer.
-async fn postpone(env: &dyn Env, key: &str, fence: i64, wait_ms_min: i64) -> Result<bool, DbError> {
+/// Gives the job back for a retry in a minute, or after `wait_ms_min` if that is longer; or, once
+/// `tries` reached the limit, gives it up. It gives up only after a try that failed: a job that
+/// reached the limit during an outage and was requeued by the operator gets its try.
+async fn postpone(
+    env: &dyn Env,
+    key: &str,
+    fence: i64,
+    tries: i64,
+    settings: &RelaySettings,
+    wait_ms_min: i64,
+) -> Result<bool, DbError> {
+    if tries >= settings.attempts_max {
+        return finish(env, key, fence, "failed", "gave up: too many tries").await;
+    }
     env.execute(
         "UPDATE jobs SET due_at = ?1, held_until = NULL WHERE job_key = ?2 AND fence = ?3 AND state = 'queued'",
         &[int(env.now_ms() + wait_ms_min.max(60_000)), text(key), int(fence)],

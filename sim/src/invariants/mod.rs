@@ -8,6 +8,7 @@
 //! reads an [`Observation`] and nothing else: it must not change the world or read the database.
 
 mod completion_by_lease_holder;
+mod dead_only_if_rejected;
 mod dedupe_scope_per_account;
 mod effect_matches_obligation;
 mod every_event_processed;
@@ -147,6 +148,7 @@ fn built_in() -> Vec<Box<dyn Invariant>> {
         Box::new(refund_first_never_ships::RefundFirstNeverShips),
         Box::new(paid_order_settled::PaidOrderSettled),
         Box::new(outbox_drains::OutboxDrains),
+        Box::new(dead_only_if_rejected::DeadOnlyIfRejected),
         Box::new(every_event_processed::EveryEventProcessed),
         Box::new(sender_converges::SenderConverges),
         Box::new(final_state_matches_creation_order::FinalStateMatchesCreationOrder),

@@ -1304,6 +1304,7 @@ impl World {
             return None;
         }
         scripted.provider_sends_to_reject -= 1;
+        self.provider.note_refused(&call.request);
         let reason = "account suspended".to_owned();
         let reply = Ok(ProviderReply::Rejected { status: 400, reason });
         self.record(Happening::Call {
