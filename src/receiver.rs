@@ -696,6 +696,14 @@ mod tests {
     }
 
     #[test]
+    fn the_default_body_limit_is_the_documented_64_kib() {
+        // The simulation cannot tell a smaller limit apart: genuine events are a few hundred
+        // bytes and the oversized attack pads past whatever this constant says. A sender's
+        // larger genuine events (long notes, many line items) would meet a smaller limit as 413s.
+        assert_eq!(DEFAULT_BODY_BYTES_MAX, 65_536);
+    }
+
+    #[test]
     fn digests_tell_bodies_apart() {
         assert_eq!(body_digest(b"a"), body_digest(b"a"));
         assert_ne!(body_digest(b"a"), body_digest(b"b"));
