@@ -81,6 +81,14 @@ impl Default for RelaySettings {
 }
 
 impl RelaySettings {
+    /// The lease a worker holds: the configured lease, and at least the provider's processing
+    /// bound and a call timeout more, so that a worker that dies mid-call leaves its request time
+    /// to finish at the provider before another worker may send the key.
+    pub fn lease_held_ms(&self) -> i64 {
+        self.lease_ms
+            .max(self.provider_act_ms_max.saturating_add(self.call_timeout_ms))
+    }
+
     /// The delay before attempt `attempts + 1`, after `attempts` failed attempts.
     pub fn backoff_ms(&self, attempts: i64) -> i64 {
         debug_assert!(self.backoff_base_ms > 0);
@@ -216,16 +224,10 @@ pub async fn relay_once_with<S: RelaySteps>(
 // auto-trait bounds `async fn` in a public trait cannot express are never needed.
 #[allow(async_fn_in_trait)]
 pub trait RelaySteps {
-    /// How long a claim lasts: the configured lease, which exceeds the call timeout by a margin,
-    /// and at least the provider's processing bound and a call timeout more, so that a worker
-    /// that dies mid-call leaves its request time to finish at the provider before another
-    /// worker may send the key.
+    /// How long a claim lasts: [`RelaySettings::lease_held_ms`], the configured lease (which
+    /// exceeds the call timeout by a margin) stretched to outlast the provider's processing.
     fn lease_ms(&self, settings: &RelaySettings) -> i64 {
-        settings.lease_ms.max(
-            settings
-                .provider_act_ms_max
-                .saturating_add(settings.call_timeout_ms),
-        )
+        settings.lease_held_ms()
     }
 
     /// How long to leave a key alone after a send whose outcome is unknown (a timeout) or that

@@ -209,7 +209,8 @@ impl SimConfig {
             key_lifetime_ms: self.relay.key_lifetime_ms,
             sender_timeout_ms: self.sender_timeout_ms,
             call_timeout_ms: self.relay.call_timeout_ms,
-            lease_ms: self.relay.lease_ms,
+            // The lease a relay holds, which a fault model that stalls a worker past it must outlast.
+            lease_ms: self.relay.lease_held_ms(),
             clock_skew_ms_max: self.relay.clock_skew_ms_max,
             stall_ms_max: self.relay.stall_ms_max,
         }

@@ -313,9 +313,7 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
     // The hold outlasts what the provider may take over a request, so a worker that dies mid-call
     // leaves its request time to finish before another worker sends the key: a provider that
     // executes concurrent requests twice would perform the job twice.
-    let lease_ms = settings
-        .lease_ms
-        .max(settings.provider_act_ms_max + settings.call_timeout_ms);
+    let lease_ms = settings.lease_held_ms();
     let claimed = env
         .query(
             "UPDATE jobs SET fence = fence + 1, holder = ?1, held_until = ?2, \

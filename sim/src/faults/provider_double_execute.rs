@@ -14,7 +14,9 @@
 //! after it. So this model is never on together with those three; a drawn seed that turns it on
 //! turns them off, `--all-faults` leaves this one off, and a seed file with both on is refused.
 //! It also needs the provider to finish within the bound the relay is told of, so a slow provider
-//! in the same seed acts within `relay.provider_act_ms_max`.
+//! in the same seed acts within `relay.provider_act_ms_max`; and only a slow provider leaves a
+//! request in progress for another to overtake, so a seed that draws this model turns
+//! `provider-slow` on.
 //!
 //! This model only sets the provider's behaviour; the provider model does the rest. It stops at
 //! heal.
@@ -86,12 +88,23 @@ fn turn_off(faults: &mut BTreeMap<String, serde_json::Value>, name: &str) {
     }
 }
 
+/// The fault model this one needs to act at all: only a slow provider leaves a request in
+/// progress for another to overtake.
+pub const NEEDS: &str = "provider-slow";
+
 /// After a seed drew its fault settings: if this model is on, the models it is kept apart from
-/// are turned off.
+/// are turned off and the one it needs is turned on (swarm testing: a seed that draws this model
+/// should be able to see it act).
 pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>) {
     if is_on(faults, KIND.name) {
         for name in KEPT_APART_FROM {
             turn_off(faults, name);
+        }
+        if let Some(enabled) = faults
+            .get_mut(NEEDS)
+            .and_then(|settings| settings.get_mut("enabled"))
+        {
+            *enabled = serde_json::Value::Bool(true);
         }
     }
 }
