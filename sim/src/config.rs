@@ -97,7 +97,9 @@ impl SimConfig {
             }
             config.faults.insert(kind.name.to_owned(), settings);
         }
-        faults::provider_double_execute::keep_apart_in_draw(&mut config.faults);
+        faults::provider_double_execute::keep_apart_in_draw(&mut config.faults, |name| {
+            shape.allows_fault(name)
+        });
         if let Some(retention_ms) = shape.receipt_retention_ms
             && let Some(settings) = config.faults.get_mut("receipt-purge")
         {

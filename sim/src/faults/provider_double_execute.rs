@@ -95,14 +95,18 @@ pub const NEEDS: &str = "provider-slow";
 /// After a seed drew its fault settings: if this model is on, the models it is kept apart from
 /// are turned off and the one it needs is turned on (swarm testing: a seed that draws this model
 /// should be able to see it act).
-pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>) {
+///
+/// `allowed` says which models the workload shape lets a seed draw (`--faults`,
+/// `--without-faults`); the needed one is turned on only if it is allowed.
+pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>, allowed: impl Fn(&str) -> bool) {
     if is_on(faults, KIND.name) {
         for name in KEPT_APART_FROM {
             turn_off(faults, name);
         }
-        if let Some(enabled) = faults
-            .get_mut(NEEDS)
-            .and_then(|settings| settings.get_mut("enabled"))
+        if allowed(NEEDS)
+            && let Some(enabled) = faults
+                .get_mut(NEEDS)
+                .and_then(|settings| settings.get_mut("enabled"))
         {
             *enabled = serde_json::Value::Bool(true);
         }
@@ -204,6 +208,25 @@ mod tests {
             (60..140).contains(&on),
             "on in about a third of 300 seeds, not {on}"
         );
+    }
+
+    #[test]
+    fn it_turns_provider_slow_on_only_where_the_shape_allows_it() {
+        let alone = WorkloadShape {
+            faults: Some(vec![KIND.name.to_owned()]),
+            ..WorkloadShape::default()
+        };
+        let mut on = 0;
+        for seed in 0..60 {
+            let open = SimConfig::draw_shaped(seed, Backend::Memdb, &WorkloadShape::default());
+            let shaped = SimConfig::draw_shaped(seed, Backend::Memdb, &alone);
+            assert!(!is_on(&shaped.faults, NEEDS), "seed {seed}: --faults leaves it off");
+            if is_on(&open.faults, KIND.name) {
+                on += 1;
+                assert!(is_on(&open.faults, NEEDS), "seed {seed}: turned on with it");
+            }
+        }
+        assert!(on > 0);
     }
 
     #[test]
