@@ -220,7 +220,10 @@ mod tests {
         for seed in 0..60 {
             let open = SimConfig::draw_shaped(seed, Backend::Memdb, &WorkloadShape::default());
             let shaped = SimConfig::draw_shaped(seed, Backend::Memdb, &alone);
-            assert!(!is_on(&shaped.faults, NEEDS), "seed {seed}: --faults leaves it off");
+            assert!(
+                !is_on(&shaped.faults, NEEDS),
+                "seed {seed}: --faults leaves it off"
+            );
             if is_on(&open.faults, KIND.name) {
                 on += 1;
                 assert!(is_on(&open.faults, NEEDS), "seed {seed}: turned on with it");
