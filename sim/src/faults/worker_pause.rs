@@ -4,7 +4,8 @@
 //! expires, another client takes token 34, and the first wakes up believing it still holds the
 //! lease. This model pauses a relay worker at any of its steps for 1.5 to 4 times the lease, so
 //! another worker rescues the obligation meanwhile; the stale worker must be fenced out by the
-//! token when it writes.
+//! token when it writes. It pauses more often right after a provider reply, the moment of
+//! Kleppmann's example, where the stale worker holds an answer and writes it when it wakes.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,11 @@ struct Settings {
     rate: Ratio,
     pause_ms_min: i64,
     pause_ms_max: i64,
+    /// The rate at the point right after a provider reply, where a pause is Kleppmann's GC pause:
+    /// the worker holds a reply and writes it once it wakes, after another worker took over.
+    /// Absent in seed files written before it existed, which pause at `rate` everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_reply_rate: Option<Ratio>,
 }
 
 struct WorkerPause {
@@ -42,6 +48,7 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
         rate: draw_ratio(rng, &[(1, 100), (1, 20), (1, 5)]),
         pause_ms_min: (context.lease_ms * 3 / 2).min(context.stall_ms_max),
         pause_ms_max: (context.lease_ms * 4).min(context.stall_ms_max),
+        after_reply_rate: Some(draw_ratio(rng, &[(1, 4), (1, 2)])),
     })
 }
 
@@ -82,7 +89,11 @@ impl FaultModel for WorkerPause {
         {
             return None;
         }
-        if !self.rng.chance(self.settings.rate) {
+        let rate = match (op, self.settings.after_reply_rate) {
+            (PendingOp::ProviderReply, Some(rate)) => rate,
+            _ => self.settings.rate,
+        };
+        if !self.rng.chance(rate) {
             return None;
         }
         Some(PointAction::Pause {
