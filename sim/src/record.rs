@@ -110,4 +110,7 @@ pub struct History {
     /// The furthest any process's clock has been from true time so far in the run, in either
     /// direction (0 while no clock has moved).
     pub clock_offset_max_ms: i64,
+    /// The obligations (by operation key) that were dead when the operator set out to requeue
+    /// the dead ones after heal; empty before that.
+    pub dead_at_requeue: BTreeSet<String>,
 }

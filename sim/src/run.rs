@@ -775,6 +775,7 @@ impl Simulation {
         let Some(process) = self.world.borrow().process_with_role(ProcessRole::Operator) else {
             return Ok(());
         };
+        self.world.borrow_mut().note_dead_at_requeue();
         self.world.borrow_mut().record(Happening::OperatorRequeue);
         let system = Arc::clone(&self.system);
         self.spawn(process, TaskKind::Operator, move |env, _| {

@@ -1613,6 +1613,16 @@ impl World {
     }
 
     /// Records what happened in the current step.
+    /// Notes which obligations are dead as the operator sets out to requeue them.
+    pub fn note_dead_at_requeue(&mut self) {
+        self.history.dead_at_requeue = self
+            .view
+            .obligations()
+            .filter(|obligation| obligation.status == crate::system::ObligationStatus::Dead)
+            .map(|obligation| obligation.operation_key.clone())
+            .collect();
+    }
+
     pub fn record(&mut self, happening: Happening) {
         self.trace.record(happening);
     }
