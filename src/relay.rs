@@ -5,7 +5,9 @@
 //! the persisted key and the persisted payload, and records the outcome only if the row still
 //! carries its token, so a worker whose lease was taken over cannot overwrite the new holder's
 //! work. Transient failures (timeouts, 5xx, 409) back off, up to a bounded number of attempts;
-//! permanent rejections and exhausted attempts move the obligation to `dead` with a reason, from
+//! after a timeout or a 409 the key is left alone for the provider's processing bound, and every
+//! lease outlasts that bound, so two requests with one key are never at the provider at once (a
+//! provider that executes concurrent requests twice would perform both); permanent rejections and exhausted attempts move the obligation to `dead` with a reason, from
 //! which [`requeue`] brings it back. Once an obligation's first attempt is older than the
 //! provider's key lifetime (less the call timeout and the clocks' possible skew), the worker looks
 //! the key up before sending again, because a forgotten key would turn the retry into a second
@@ -17,8 +19,8 @@
 //! a variant reads as a small change against this module.
 //!
 //! The relay must not hold a transaction open across a provider call, must not rebuild the payload
-//! or mint a new key, and must not mark an obligation done before the provider confirmed the
-//! effect.
+//! or mint a new key, must not send a key while an earlier request with it may still be in flight,
+//! and must not mark an obligation done before the provider confirmed the effect.
 
 use crate::env::{DbError, Env, Row, Value, int, text};
 use crate::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
