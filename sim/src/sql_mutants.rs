@@ -372,6 +372,18 @@ fn split_top_level<'a>(text: &'a str, separator: &str) -> Vec<&'a str> {
     parts
 }
 
+/// `object` with column `index` of the list `columns`, written between the parentheses at
+/// `open` and `close`, left out.
+fn without_column(object: &str, open: usize, close: usize, columns: &[&str], index: usize) -> String {
+    let kept: Vec<&str> = columns
+        .iter()
+        .enumerate()
+        .filter(|(other, _)| *other != index)
+        .map(|(_, kept)| *kept)
+        .collect();
+    format!("{}{}{}", &object[..=open], kept.join(", "), &object[close..])
+}
+
 /// The key mutants of one `CREATE TABLE` or `CREATE UNIQUE INDEX` text: `(column, new text)`.
 fn key_rewrites(object: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
@@ -385,13 +397,7 @@ fn key_rewrites(object: &str) -> Vec<(String, String)> {
                         .replacen("UNIQUE INDEX", "INDEX", 1)
                         .replacen("unique index", "index", 1)
                 } else {
-                    let kept: Vec<&str> = columns
-                        .iter()
-                        .enumerate()
-                        .filter(|(other, _)| *other != index)
-                        .map(|(_, kept)| *kept)
-                        .collect();
-                    format!("{}{}{}", &object[..=open], kept.join(", "), &object[close..])
+                    without_column(object, open, close, &columns, index)
                 };
                 found.push(((*column).to_owned(), text));
             }
@@ -416,13 +422,7 @@ fn key_rewrites(object: &str) -> Vec<(String, String)> {
                     let start = object[..from + position].rfind(',').unwrap_or(from + position);
                     format!("{}{}", &object[..start], &object[close + 1..])
                 } else {
-                    let kept: Vec<&str> = columns
-                        .iter()
-                        .enumerate()
-                        .filter(|(other, _)| *other != index)
-                        .map(|(_, kept)| *kept)
-                        .collect();
-                    format!("{}{}{}", &object[..=open], kept.join(", "), &object[close..])
+                    without_column(object, open, close, &columns, index)
                 };
                 found.push(((*column).to_owned(), text));
             }
