@@ -12,11 +12,19 @@
 //! read at most `T + skew` when its claim was decided, since the claim was decided before it
 //! committed. Taking the skew the run actually had, rather than the bound, keeps the check sharp
 //! in the many runs whose clocks never move. A lease given up (owner cleared), settled (done or
-//! dead) or taken again by its own holder is not a second lease. The check reads only the step's
-//! commits and the run's history.
+//! dead) or taken again by its own holder is not a second lease.
+//!
+//! Nor may another worker change a live lease it does not hold: extend it, give it up, or move the
+//! obligation's retry time under it. Such a write (a heartbeat or a backoff whose token check is
+//! missing) lets a third worker claim while the holder is still calling the provider, or keeps a
+//! crashed holder's obligation from ever coming due. The holder of a token is the process that
+//! committed it (`History::lease_holders`); a write that changes the expiry or the owner without
+//! taking a new token, by anyone else, while the lease is live by the rule above, is the failure.
+//! A lease that has certainly expired may be cleared by anyone (a reaper is a legitimate design).
+//! The check reads only the step's commits and the run's history.
 
 use super::{Invariant, InvariantKind, Observation};
-use crate::system::{ObligationStatus, ObservedRow};
+use crate::system::{ObligationRow, ObligationStatus, ObservedRow};
 
 pub struct OneLiveLeasePerObligation;
 
@@ -26,7 +34,7 @@ impl Invariant for OneLiveLeasePerObligation {
     }
 
     fn description(&self) -> &'static str {
-        "no worker takes a lease on an obligation while another worker's lease on it is live (by true time, allowing clock skew)"
+        "no worker takes or changes a lease on an obligation while another worker's lease on it is live (by true time, allowing clock skew)"
     }
 
     fn kind(&self) -> InvariantKind {
@@ -48,13 +56,17 @@ impl Invariant for OneLiveLeasePerObligation {
                 else {
                     continue;
                 };
+                let live = observation.now_ms.saturating_add(skew_ms) < expires_ms;
+                if !taken && live {
+                    check_change_by_holder(observation, &commit.process_id, before, after, skew_ms)?;
+                }
                 if !taken
                     || before.status != ObligationStatus::Owed
                     || after.lease_owner.as_deref() == Some(previous_owner)
                 {
                     continue;
                 }
-                if observation.now_ms.saturating_add(skew_ms) < expires_ms {
+                if live {
                     return Err(format!(
                         "{} took the lease on {} (token {} -> {}) while {}'s lease was live: it ends at {} by its holder's clock, and true time is {} with clocks so far at most {} ms off",
                         commit.process_id,
@@ -71,4 +83,41 @@ impl Invariant for OneLiveLeasePerObligation {
         }
         Ok(())
     }
+}
+
+/// Fails when `process_id`, which does not hold `before`'s live lease, changed that lease (its
+/// expiry or owner) without taking a new token. Settling the obligation is judged by
+/// `completion-by-lease-holder`.
+fn check_change_by_holder(
+    observation: &Observation<'_>,
+    process_id: &str,
+    before: &ObligationRow,
+    after: &ObligationRow,
+    skew_ms: i64,
+) -> Result<(), String> {
+    let changed =
+        after.lease_expires_ms != before.lease_expires_ms || after.lease_owner != before.lease_owner;
+    if !changed || before.status != ObligationStatus::Owed || after.status != ObligationStatus::Owed {
+        return Ok(());
+    }
+    let holder = observation
+        .history
+        .lease_holders
+        .get(&(before.operation_key.clone(), before.lease_token));
+    if holder.map(String::as_str) == Some(process_id) {
+        return Ok(());
+    }
+    let expiry =
+        |expires_ms: Option<i64>| expires_ms.map_or_else(|| "none".to_owned(), crate::trace::format_time_ms);
+    Err(format!(
+        "{} changed the live lease on {} (token {}) that {} holds: expiry {} -> {}, while true time is {} with clocks so far at most {} ms off",
+        process_id,
+        before.operation_key,
+        before.lease_token,
+        holder.map_or("nobody", String::as_str),
+        expiry(before.lease_expires_ms),
+        expiry(after.lease_expires_ms),
+        crate::trace::format_time_ms(observation.now_ms),
+        skew_ms
+    ))
 }
