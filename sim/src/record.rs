@@ -31,6 +31,9 @@ pub struct StepRecord {
     pub requests: Vec<RequestRecord>,
     /// Provider replies (or timeouts) received in this step.
     pub replies: Vec<ReplyRecord>,
+    /// Processes whose task returned in this step with a transaction still open (a crash is not
+    /// a return; a handler whose web framework commits after the answer is not counted).
+    pub transactions_left_open: Vec<String>,
 }
 
 impl StepRecord {
@@ -40,6 +43,7 @@ impl StepRecord {
             && self.answers.is_empty()
             && self.requests.is_empty()
             && self.replies.is_empty()
+            && self.transactions_left_open.is_empty()
     }
 
     pub fn clear(&mut self) {
@@ -48,6 +52,7 @@ impl StepRecord {
         self.answers.clear();
         self.requests.clear();
         self.replies.clear();
+        self.transactions_left_open.clear();
     }
 }
 

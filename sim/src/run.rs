@@ -341,6 +341,7 @@ impl Simulation {
             scripted,
             decider,
         );
+        world.set_framework_commits_handlers(system.commits_after_answer());
         for (fault, events) in reshaped {
             world.record_reshaping(fault, events);
         }

@@ -32,6 +32,7 @@ mod refund_first_never_ships;
 mod request_matches_obligation;
 mod sender_converges;
 mod success_answer_has_receipt;
+mod task_closes_its_transaction;
 
 use std::sync::Arc;
 
@@ -135,6 +136,7 @@ fn built_in() -> Vec<Box<dyn Invariant>> {
         Box::new(effect_matches_obligation::EffectMatchesObligation),
         Box::new(request_matches_obligation::RequestMatchesObligation),
         Box::new(no_call_inside_transaction::NoCallInsideTransaction),
+        Box::new(task_closes_its_transaction::TaskClosesItsTransaction),
         Box::new(receipt_commits_with_its_work::ReceiptCommitsWithItsWork),
         Box::new(one_receipt_per_event::OneReceiptPerEvent),
         Box::new(one_obligation_per_operation::OneObligationPerOperation),

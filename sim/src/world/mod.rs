@@ -267,6 +267,9 @@ pub struct World {
     settings: BTreeMap<String, String>,
     /// How far the sender's clock is from true time; it stamps `webhook-timestamp` with it.
     sender_clock_offset_ms: i64,
+    /// The system's web framework commits what a handler left open (see
+    /// `System::commits_after_answer`), so a handler's open transaction is the framework's.
+    framework_commits_handlers: bool,
 }
 
 /// Controls and records of a scripted run.
@@ -654,6 +657,7 @@ impl World {
             decider,
             settings,
             sender_clock_offset_ms: 0,
+            framework_commits_handlers: false,
         }
     }
 
@@ -1052,6 +1056,11 @@ impl World {
             .then(|| (self.config.relay.stall_ms_max - state.stalled_ms).max(0))
     }
 
+    /// Tells the world that the system's web framework commits whatever a handler left open.
+    pub fn set_framework_commits_handlers(&mut self, commits: bool) {
+        self.framework_commits_handlers = commits;
+    }
+
     /// Forgets a finished task and returns its connection to the process's pool.
     pub fn finish_task(&mut self, task: TaskId) {
         let state = self.tasks.remove(&task).expect("a finished task is registered");
@@ -1060,8 +1069,18 @@ impl World {
         }
         if let Some(connection) = state.connection {
             if self.db.in_transaction(connection) {
+                // The pool rolls the transaction back so the run goes on, but a connection that
+                // is not reset (one connection per process, as `RealEnv` has) would hand it to
+                // the process's next task: `task-closes-its-transaction` judges it.
                 self.db.roll_back(connection);
                 self.record(Happening::TaskEndedInTransaction);
+                let framework_commits =
+                    self.framework_commits_handlers && matches!(state.kind, TaskKind::Handler { .. });
+                if !framework_commits {
+                    self.step_record
+                        .transactions_left_open
+                        .push(state.process_id.to_string());
+                }
             }
             self.processes[state.process].idle_connections.push(connection);
         }
