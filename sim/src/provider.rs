@@ -47,12 +47,25 @@ pub struct Conditions {
     pub lock_after_ms: i64,
     /// Execute a request whose key is still being processed instead of answering 409.
     pub double_execute: bool,
+    /// Decline the request for good (a 4xx) instead of acting, and store the refusal under the
+    /// key like a result.
+    pub refuse: bool,
 }
 
 #[derive(Debug, Clone)]
 enum Stored {
-    Result { payload: String, effect: usize },
-    Error { reason: String },
+    Result {
+        payload: String,
+        effect: usize,
+    },
+    Error {
+        reason: String,
+    },
+    /// A refusal for good, replayed as the same 4xx.
+    Refusal {
+        status: u16,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +108,9 @@ pub enum Quirk {
     Overtook,
     /// A request in progress that another with its key overtook acted anyway.
     ActedAgain,
+    /// The operation was declined for good, now or from the refusal stored under the key
+    /// (`Conditions::refuse`).
+    Refused,
 }
 
 /// What one request did at the provider.
@@ -291,6 +307,22 @@ impl ProviderModel {
                 quirk: None,
             };
         }
+        if conditions.refuse {
+            let (status, reason) = (402, "the provider declined this operation".to_owned());
+            self.keys.insert(
+                key.to_owned(),
+                KeyEntry {
+                    stored: Stored::Refusal {
+                        status,
+                        reason: reason.clone(),
+                    },
+                    forget_at_ms: forget_at(),
+                    locked_until_ms: 0,
+                },
+            );
+            return Handled::reply(ProviderReply::Rejected { status, reason }, key_was_forgotten)
+                .quirk(Quirk::Refused);
+        }
         let mut handled = self.act(key, payload, now_ms, conditions.lock_after_ms, forget_at);
         handled.key_was_forgotten = key_was_forgotten;
         if overtook {
@@ -380,6 +412,14 @@ impl ProviderModel {
                 key_was_forgotten: false,
                 quirk: Some(Quirk::CachedError),
             },
+            Stored::Refusal { status, reason } => Handled::reply(
+                ProviderReply::Rejected {
+                    status: *status,
+                    reason: reason.clone(),
+                },
+                false,
+            )
+            .quirk(Quirk::Refused),
             Stored::Result {
                 payload: stored,
                 effect,
@@ -460,7 +500,37 @@ mod tests {
         replay_on_mismatch: false,
         lock_after_ms: 0,
         double_execute: false,
+        refuse: false,
     };
+
+    #[test]
+    fn a_refusal_is_stored_under_the_key_and_counts_as_refused_for_good() {
+        let mut provider = ProviderModel::default();
+        let refusing = Conditions {
+            refuse: true,
+            ..PLAIN
+        };
+        let request = send("k", &payload(1));
+        let first = provider.handle(&request, 0, refusing, || Some(500));
+        assert!(matches!(
+            first.result,
+            Ok(ProviderReply::Rejected { status: 402, .. })
+        ));
+        assert_eq!(first.quirk, Some(Quirk::Refused));
+        // The key store replays the refusal to a request the model would not refuse.
+        let replayed = provider.handle(&request, 100, PLAIN, || None);
+        assert!(matches!(
+            replayed.result,
+            Ok(ProviderReply::Rejected { status: 402, .. })
+        ));
+        assert_eq!(replayed.quirk, Some(Quirk::Refused));
+        assert!(provider.effects().is_empty());
+        let operation = FulfillmentPayload::parse(&payload(1)).unwrap().operation_key();
+        assert!(provider.rejected(&operation));
+        // Once the key is forgotten, the provider decides again.
+        let after = provider.handle(&request, 500, PLAIN, || None);
+        assert!(after.key_was_forgotten && after.new_effect.is_some());
+    }
 
     #[test]
     fn a_double_executing_provider_acts_for_both_requests_with_a_key_in_progress() {

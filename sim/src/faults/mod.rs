@@ -26,6 +26,7 @@ mod payload_mismatch;
 mod provider_conflict;
 pub mod provider_double_execute;
 mod provider_failure;
+mod provider_refusal;
 mod provider_slow;
 mod receipt_purge;
 mod reorder;
@@ -243,7 +244,7 @@ pub struct ProviderFaults {
 
 impl ProviderFaults {
     /// Writes the conditions as a schedule value: comma-separated `fail`, `sticky`, `replay`,
-    /// `double`, `lock=MS`, `slow=MS`.
+    /// `double`, `refuse`, `lock=MS`, `slow=MS`.
     pub fn encode(&self) -> String {
         let conditions = self.conditions;
         let mut flags = Vec::new();
@@ -258,6 +259,9 @@ impl ProviderFaults {
         }
         if conditions.double_execute {
             flags.push("double".to_owned());
+        }
+        if conditions.refuse {
+            flags.push("refuse".to_owned());
         }
         if conditions.lock_after_ms > 0 {
             flags.push(format!("lock={}", conditions.lock_after_ms));
@@ -285,9 +289,10 @@ impl ProviderFaults {
                     "sticky" => faults.conditions.sticky_errors = true,
                     "replay" => faults.conditions.replay_on_mismatch = true,
                     "double" => faults.conditions.double_execute = true,
+                    "refuse" => faults.conditions.refuse = true,
                     _ => {
                         return Err(format!(
-                            "{flag:?} is not one of fail, sticky, replay, double, lock=MS, slow=MS"
+                            "{flag:?} is not one of fail, sticky, replay, double, refuse, lock=MS, slow=MS"
                         ));
                     }
                 },
@@ -305,6 +310,7 @@ impl ProviderFaults {
                 replay_on_mismatch: left.replay_on_mismatch || right.replay_on_mismatch,
                 lock_after_ms: left.lock_after_ms.max(right.lock_after_ms),
                 double_execute: left.double_execute || right.double_execute,
+                refuse: left.refuse || right.refuse,
             },
             act_after_ms: self.act_after_ms.max(other.act_after_ms),
         }
@@ -505,6 +511,7 @@ fn built_in() -> Vec<FaultKind> {
         attacker::KIND,
         sender_clock_skew::KIND,
         provider_double_execute::KIND,
+        provider_refusal::KIND,
     ]
 }
 

@@ -103,6 +103,9 @@ pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>, allo
         for name in KEPT_APART_FROM {
             turn_off(faults, name);
         }
+        // Not a matter of correctness but of power: a declined operation is buried at its first
+        // try, before a retry can overtake it.
+        turn_off(faults, "provider-refusal");
         if allowed(NEEDS)
             && let Some(enabled) = faults
                 .get_mut(NEEDS)

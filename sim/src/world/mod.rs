@@ -1488,6 +1488,10 @@ impl World {
                     "provider-double-execute",
                     format!("provider finished an overtaken request for key {key} and acted again"),
                 ),
+                Quirk::Refused => (
+                    "provider-refusal",
+                    format!("provider declined the operation of key {key} for good"),
+                ),
             };
             self.record_fault(fault, &what);
         }
