@@ -112,7 +112,7 @@ fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
         let expected = match attack {
             Attack::CrossAccount => 403,
             Attack::OversizedBody => 413,
-            Attack::MalformedBody | Attack::UnknownType => 422,
+            Attack::MalformedBody | Attack::UnknownType | Attack::InvalidEvent => 422,
             _ => 401,
         };
         assert_eq!(answer.status(), expected, "{}: {answer}", attack.name());
@@ -132,6 +132,44 @@ fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
         let answer = send(&mut scenario, genuine(0), Origin::Sender { timestamp_s: 0 });
         assert!(answer.is_success(), "{}: {answer}", attack.name());
     }
+}
+
+#[test]
+fn every_rule_an_invalid_event_breaks_is_refused_for_its_own_reason() {
+    // The rule an `invalid-event` request breaks follows from the delivery's id; ids that differ
+    // in their last character walk through all six. An empty id and an empty order share a reason.
+    let mut reasons = std::collections::BTreeSet::new();
+    let mut bodies = std::collections::BTreeSet::new();
+    for last in b'0'..=b'9' {
+        let webhook_id = format!("msg_evt-{}", char::from(last));
+        let genuine = signed_delivery(
+            "acct-a",
+            &webhook_id,
+            0,
+            payment().body().into_bytes(),
+            CURRENT_GENERATION,
+        );
+        let mut scenario = scenario(ReferenceSystem::reference());
+        let request = hostile_request(Attack::InvalidEvent, genuine, "acct-b");
+        bodies.insert(String::from_utf8_lossy(&request.body).into_owned());
+        let answer = send(
+            &mut scenario,
+            request,
+            Origin::Hostile {
+                attack: Attack::InvalidEvent.name().into(),
+            },
+        );
+        assert_eq!(answer.status(), 422, "{webhook_id}: {answer}");
+        assert_eq!(rows_written(&scenario), 0, "{webhook_id}: nothing is written");
+        assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+        reasons.insert(answer.to_string());
+    }
+    assert_eq!(bodies.len(), 6, "every rule is tried: {bodies:#?}");
+    assert_eq!(
+        reasons.len(),
+        5,
+        "each rule is refused for its reason: {reasons:#?}"
+    );
 }
 
 #[test]

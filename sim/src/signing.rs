@@ -174,7 +174,26 @@ pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: 
             timestamp_s,
             CURRENT_GENERATION,
         ),
+        Attack::InvalidEvent => resign(invalid_event(&body_json(), &id), timestamp_s, CURRENT_GENERATION),
     }
+}
+
+/// `event` made invalid by one rule of [`commitgap::receiver::WebhookEvent::parse_bytes`], each
+/// just past its limit; which rule is chosen by the delivery's id, so a run's attacks try them all.
+fn invalid_event(event: &serde_json::Value, webhook_id: &str) -> Vec<u8> {
+    use commitgap::receiver::{AMOUNT_CENTS_MAX, NAME_CHARS_MAX};
+    let mut event = event.clone();
+    let order = event["order"].as_str().unwrap_or("order").to_owned();
+    let rule = webhook_id.bytes().map(u64::from).sum::<u64>() % 6;
+    match rule {
+        0 => event["id"] = "".into(),
+        1 => event["order"] = "".into(),
+        2 => event["id"] = "i".repeat(NAME_CHARS_MAX + 1).into(),
+        3 => event["order"] = format!("{order}\u{7}").into(),
+        4 => event["created_ms"] = (-1).into(),
+        _ => event["amount_cents"] = (AMOUNT_CENTS_MAX + 1).into(),
+    }
+    event.to_string().into_bytes()
 }
 
 /// `body` with `padding_bytes` of `x` written into its empty `"padding"` field: the bytes

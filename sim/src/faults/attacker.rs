@@ -11,7 +11,11 @@
 //! - `retired-secret`: signed with a secret the endpoint no longer holds;
 //! - `cross-account`: validly signed for one account's endpoint, naming another account;
 //! - `malformed-body`, `oversized-body`, `unknown-type`: validly signed, but not an event the
-//!   receiver can accept (broken JSON, a body over the size limit, a type it does not know).
+//!   receiver can accept (broken JSON, a body over the size limit, a type it does not know);
+//! - `invalid-event`: validly signed JSON of a known type that breaks one of the receiver's rules
+//!   for an event (an empty id or order, an id one character too long, a control character, a
+//!   creation time before the epoch, an amount one cent over the limit), which a buggy sender
+//!   could post and a receiver whose checks are off by one would take in.
 //!
 //! None of them may change state or get a success answer. Which attack and which delivery are
 //! drawn here; the executor builds the request and records the pair as a schedule choice, so a
@@ -43,10 +47,11 @@ pub enum Attack {
     MalformedBody,
     OversizedBody,
     UnknownType,
+    InvalidEvent,
 }
 
 impl Attack {
-    pub const ALL: [Attack; 8] = [
+    pub const ALL: [Attack; 9] = [
         Attack::ForgedSignature,
         Attack::TamperedBody,
         Attack::StaleReplay,
@@ -55,7 +60,11 @@ impl Attack {
         Attack::MalformedBody,
         Attack::OversizedBody,
         Attack::UnknownType,
+        Attack::InvalidEvent,
     ];
+
+    /// The attacks of seed files written before `invalid-event` existed, which draw from these.
+    const BEFORE_INVALID_EVENT: usize = 8;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +76,7 @@ impl Attack {
             Attack::MalformedBody => "malformed-body",
             Attack::OversizedBody => "oversized-body",
             Attack::UnknownType => "unknown-type",
+            Attack::InvalidEvent => "invalid-event",
         }
     }
 
@@ -87,6 +97,10 @@ struct Settings {
     enabled: bool,
     /// Time between two hostile requests.
     cadence_ms: i64,
+    /// Whether `invalid-event` is among the attacks; false in seed files written before it
+    /// existed, so that they draw the attacks they drew then.
+    #[serde(default)]
+    invalid_events: bool,
 }
 
 struct Attacker {
@@ -99,6 +113,7 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     to_json(&Settings {
         enabled: swarm_enabled(rng),
         cadence_ms: *rng.pick(&[30_000, 300_000, 1_800_000]),
+        invalid_events: true,
     })
 }
 
@@ -138,7 +153,12 @@ impl FaultModel for Attacker {
         if self.healed {
             return Vec::new();
         }
-        let attack = *self.rng.pick(&Attack::ALL);
+        let attacks = if self.settings.invalid_events {
+            &Attack::ALL[..]
+        } else {
+            &Attack::ALL[..Attack::BEFORE_INVALID_EVENT]
+        };
+        let attack = *self.rng.pick(attacks);
         let target = self.rng.below(u64::MAX);
         vec![
             TimerAction::Attack { attack, target },
