@@ -74,7 +74,7 @@ const BUDGETS: [(&str, u64, &str); 21] = [
     ("key-from-event", 10, "receipt-commits-with-its-work"),
     ("unfenced-completion", 90, "completion-by-lease-holder"),
     ("short-lease", 12, "lease-outlives-call"),
-    ("receipt-only-guard", 10, "receipt-commits-with-its-work"),
+    ("receipt-only-guard", 10, "order-state-moves-forward"),
     ("ack-before-commit", 4, "success-answer-has-receipt"),
     ("call-inside-transaction", 5, "request-matches-obligation"),
     ("outbox-on-other-connection", 5, "receipt-commits-with-its-work"),

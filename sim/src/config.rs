@@ -36,6 +36,12 @@ pub struct SimConfig {
     /// instead of the usual none, one or two (see [`crate::shape::WorkloadShape::updates`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates_per_order: Option<CountRange>,
+    /// Share of orders whose story races with itself: a paid order the customer also cancels,
+    /// or a cancelled order the sender also reports refunded. Which of the two wins depends on
+    /// which arrives first. Drawn from a stream of its own, so every other event is what it
+    /// would have been; 0 (the value in seed files written before it existed) adds none.
+    #[serde(default = "no_racing_orders", skip_serializing_if = "is_never")]
+    pub racing_orders: Ratio,
     pub receivers: u32,
     pub relay_workers: u32,
     pub sender_preset: SenderPreset,
@@ -167,6 +173,7 @@ impl SimConfig {
             orders_per_tenant: rng.between(1, 4) as u32,
             paid_orders: Ratio::new(4, 5),
             updates_per_order: None,
+            racing_orders: Ratio::new(1, 4),
             receivers: rng.between(1, 3) as u32,
             relay_workers: rng.between(1, 3) as u32,
             sender_preset,
@@ -397,6 +404,14 @@ fn default_liveness_ms_per_stream() -> i64 {
     30 * MINUTE_MS
 }
 
+fn no_racing_orders() -> Ratio {
+    Ratio::NEVER
+}
+
+fn is_never(ratio: &Ratio) -> bool {
+    ratio.numerator == 0
+}
+
 impl Workload {
     /// In one seed in four, a payment for an order that does not exist, which a receiver must
     /// refuse without committing anything.
@@ -422,6 +437,56 @@ impl Workload {
             subscriptions: 1,
             extra_deliveries: Vec::new(),
         })
+    }
+
+    /// For a share of the orders (`config.racing_orders`), an event that races with the order's
+    /// story: a cancellation of a paid order, or a refund of a cancelled one, created at any time
+    /// in the window, so it may be created (and arrive) before or after the event it races with.
+    /// A correct receiver lets whichever arrives first decide; the other makes no transition.
+    fn draw_races(
+        seed: u64,
+        config: &SimConfig,
+        orders: &[OrderFixture],
+        events: &[EventSpec],
+    ) -> Vec<EventSpec> {
+        if config.racing_orders.numerator == 0 {
+            return Vec::new();
+        }
+        let mut rng = SimRng::stream(seed, "workload/races");
+        let mut races = Vec::new();
+        for order in orders {
+            if !rng.chance(config.racing_orders) {
+                continue;
+            }
+            let story: Vec<&EventSpec> = events
+                .iter()
+                .filter(|event| event.tenant == order.tenant && event.order == order.order)
+                .collect();
+            let Some(event) = story.first() else {
+                continue;
+            };
+            let story: Vec<EventKind> = story.iter().map(|event| event.kind).collect();
+            let kind = if story.contains(&EventKind::Refund) {
+                continue;
+            } else if story.contains(&EventKind::Payment) {
+                EventKind::Cancel
+            } else if story.contains(&EventKind::Cancel) {
+                EventKind::Refund
+            } else {
+                continue;
+            };
+            let created_ms = rng.between(0, config.emit_window_ms - 1);
+            races.push(EventSpec {
+                kind,
+                amount_cents: 0,
+                created_ms,
+                deliver_at_ms: created_ms,
+                subscriptions: 1,
+                extra_deliveries: Vec::new(),
+                ..(*event).clone()
+            });
+        }
+        races
     }
 
     /// Draws the workload of `seed` for `config`: per order, a story (paid; paid then refunded;
@@ -499,6 +564,8 @@ impl Workload {
             }
         }
         events.extend(Workload::draw_missing_order_event(&mut rng, &accounts, window_ms));
+        let races = Workload::draw_races(seed, config, &orders, &events);
+        events.extend(races);
         events.sort_by_key(|event| event.created_ms);
         let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
         for event in &mut events {
@@ -549,6 +616,50 @@ mod tests {
                 assert_eq!(updates, 2, "seed {seed}: {}/{}", order.tenant, order.order);
             }
         }
+    }
+
+    #[test]
+    fn racing_orders_add_a_racing_event_and_old_seed_files_draw_none() {
+        let mut raced = 0;
+        for seed in 0..200 {
+            let config = SimConfig::draw(seed, Backend::Memdb);
+            let with_races = Workload::draw(seed, &config);
+            let without = Workload::draw(
+                seed,
+                &SimConfig {
+                    racing_orders: Ratio::NEVER,
+                    ..config.clone()
+                },
+            );
+            let is_race = |event: &EventSpec, workload: &Workload| {
+                let kinds: Vec<EventKind> = workload
+                    .events_for_order(&event.tenant, &event.order)
+                    .map(|event| event.kind)
+                    .collect();
+                (kinds.contains(&EventKind::Payment) && kinds.contains(&EventKind::Cancel))
+                    || (kinds.contains(&EventKind::Cancel) && kinds.contains(&EventKind::Refund))
+            };
+            assert!(
+                !without.events.iter().any(|event| is_race(event, &without)),
+                "seed {seed}"
+            );
+            // Every event of the workload without races is still there, at the same time.
+            let key = |event: &EventSpec| {
+                (
+                    event.tenant.clone(),
+                    event.order.clone(),
+                    event.kind,
+                    event.created_ms,
+                )
+            };
+            let all: Vec<_> = with_races.events.iter().map(key).collect();
+            assert!(
+                without.events.iter().all(|event| all.contains(&key(event))),
+                "seed {seed}"
+            );
+            raced += with_races.events.len() - without.events.len();
+        }
+        assert!(raced > 20, "races are drawn: {raced} in 200 seeds");
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl Scenario {
             liveness_steps_max: 1,
             liveness_steps_per_stream: 0,
             updates_per_order: None,
+            racing_orders: Ratio::NEVER,
             liveness_ms_per_stream: 0,
             faults: Default::default(),
         };

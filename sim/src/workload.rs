@@ -3,7 +3,7 @@
 //! written to seed files and schedules. Drawing one from a seed lives in `config`; this module
 //! only holds and answers questions about it, and must not draw or decide anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -167,25 +167,71 @@ impl Workload {
             .orders
             .iter()
             .find(|fixture| fixture.tenant == tenant && fixture.order == order)?;
-        let (mut status, mut amount_cents, mut version_ms) =
-            (OrderStatus::AwaitingPayment, fixture.amount_cents, 0);
+        let (mut amount_cents, mut version_ms) = (fixture.amount_cents, 0);
         for event in self.events_for_order(tenant, order) {
-            match event.kind {
-                EventKind::Payment if status == OrderStatus::AwaitingPayment => status = OrderStatus::Paid,
-                EventKind::Refund if matches!(status, OrderStatus::AwaitingPayment | OrderStatus::Paid) => {
-                    status = OrderStatus::Refunded
-                }
-                EventKind::Cancel if status == OrderStatus::AwaitingPayment => {
-                    status = OrderStatus::Cancelled
-                }
-                EventKind::Update if event.created_ms > version_ms => {
-                    amount_cents = event.amount_cents;
-                    version_ms = event.created_ms;
-                }
-                _ => {}
+            if event.kind == EventKind::Update && event.created_ms > version_ms {
+                amount_cents = event.amount_cents;
+                version_ms = event.created_ms;
             }
         }
-        Some((status, amount_cents))
+        let kinds: Vec<EventKind> = self
+            .events_for_order(tenant, order)
+            .map(|event| event.kind)
+            .collect();
+        Some((status_after(&kinds), amount_cents))
+    }
+
+    /// Every status order `(tenant, order)` may end in: its status events applied, with the
+    /// guarded transitions, in any order they could arrive in. One status for every story but a
+    /// race (`SimConfig::racing_orders`), where whichever of the racing events arrives first
+    /// decides. `None` for an order that does not exist.
+    pub fn final_order_statuses(&self, tenant: &str, order: &str) -> Option<BTreeSet<OrderStatus>> {
+        self.fixtures
+            .orders
+            .iter()
+            .find(|fixture| fixture.tenant == tenant && fixture.order == order)?;
+        let kinds: Vec<EventKind> = self
+            .events_for_order(tenant, order)
+            .map(|event| event.kind)
+            .filter(|kind| *kind != EventKind::Update)
+            .collect();
+        let mut statuses = BTreeSet::new();
+        every_order(&mut kinds.clone(), 0, &mut |arrival| {
+            statuses.insert(status_after(arrival));
+        });
+        Some(statuses)
+    }
+}
+
+/// The status a new order ends in after `kinds` arrive in this order, with the guarded
+/// transitions: payment only of an order awaiting it, refund of one awaiting payment or paid,
+/// cancellation only of one awaiting payment.
+fn status_after(kinds: &[EventKind]) -> OrderStatus {
+    let mut status = OrderStatus::AwaitingPayment;
+    for kind in kinds {
+        match kind {
+            EventKind::Payment if status == OrderStatus::AwaitingPayment => status = OrderStatus::Paid,
+            EventKind::Refund if matches!(status, OrderStatus::AwaitingPayment | OrderStatus::Paid) => {
+                status = OrderStatus::Refunded
+            }
+            EventKind::Cancel if status == OrderStatus::AwaitingPayment => status = OrderStatus::Cancelled,
+            _ => {}
+        }
+    }
+    status
+}
+
+/// Calls `visit` with every ordering of `kinds[from..]` (an order has at most three status
+/// events, so at most six orderings).
+fn every_order(kinds: &mut [EventKind], from: usize, visit: &mut impl FnMut(&[EventKind])) {
+    if from + 1 >= kinds.len() {
+        visit(kinds);
+        return;
+    }
+    for next in from..kinds.len() {
+        kinds.swap(from, next);
+        every_order(kinds, from + 1, visit);
+        kinds.swap(from, next);
     }
 }
 
@@ -230,5 +276,35 @@ mod tests {
         );
         assert_eq!(workload.final_order_state("tenant-a", "order-9"), None);
         assert!(!workload.expects_rejection(&workload.events[0]));
+        // A refund and a payment end refunded in either order: one status.
+        assert_eq!(
+            workload.final_order_statuses("tenant-a", "order-1"),
+            Some(BTreeSet::from([OrderStatus::Refunded]))
+        );
+        // A cancellation racing a payment: whichever arrives first decides.
+        let racing = Workload::new(
+            workload.fixtures.clone(),
+            vec![
+                event(EventKind::Payment, 100, 10),
+                event(EventKind::Cancel, 0, 20),
+            ],
+        );
+        assert_eq!(
+            racing.final_order_state("tenant-a", "order-1"),
+            Some((OrderStatus::Paid, 100))
+        );
+        assert_eq!(
+            racing.final_order_statuses("tenant-a", "order-1"),
+            Some(BTreeSet::from([OrderStatus::Paid, OrderStatus::Cancelled]))
+        );
+        // A refund racing a cancellation.
+        let racing = Workload::new(
+            workload.fixtures.clone(),
+            vec![event(EventKind::Cancel, 0, 10), event(EventKind::Refund, 0, 20)],
+        );
+        assert_eq!(
+            racing.final_order_statuses("tenant-a", "order-1"),
+            Some(BTreeSet::from([OrderStatus::Cancelled, OrderStatus::Refunded]))
+        );
     }
 }
