@@ -167,6 +167,14 @@ impl SimConfig {
         };
         let sender_preset = *rng.pick(&SenderPreset::ALL);
         let fault_phase_ms = *rng.pick(&[10 * MINUTE_MS, HOUR_MS, 4 * HOUR_MS]);
+        let mut relay = relay;
+        // Swarm testing: a key that outlives the fault phase is rarely forgotten while a retry is
+        // still owed, so half of those seeds get one of the short lifetimes real providers have
+        // (Qonto's 30 minutes, an hour). A stream of its own keeps every other draw as it was.
+        let mut lifetime_rng = SimRng::stream(seed, "config/key-lifetime");
+        if relay.key_lifetime_ms > fault_phase_ms && lifetime_rng.chance(Ratio::new(1, 2)) {
+            relay.key_lifetime_ms = *lifetime_rng.pick(&[30 * MINUTE_MS, HOUR_MS]);
+        }
         SimConfig {
             backend,
             tenants: rng.between(1, 3) as u32,
@@ -616,6 +624,25 @@ mod tests {
                 assert_eq!(updates, 2, "seed {seed}: {}/{}", order.tenant, order.order);
             }
         }
+    }
+
+    #[test]
+    fn half_the_keys_that_would_outlive_the_fault_phase_get_a_short_lifetime() {
+        // Drawn alone, a key outlives a fault phase of an hour or more in half the seeds; the
+        // swarm draw gives half of those a lifetime of 30 minutes or an hour.
+        let (mut long_phases, mut outliving) = (0, 0);
+        for seed in 0..800 {
+            let config = SimConfig::draw(seed, Backend::Memdb);
+            config.validate().unwrap();
+            if config.fault_phase_ms >= HOUR_MS {
+                long_phases += 1;
+                if config.relay.key_lifetime_ms > config.fault_phase_ms {
+                    outliving += 1;
+                }
+            }
+        }
+        let share = f64::from(outliving) / f64::from(long_phases);
+        assert!((0.15..0.35).contains(&share), "{outliving} of {long_phases}");
     }
 
     #[test]
