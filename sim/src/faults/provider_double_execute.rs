@@ -107,11 +107,12 @@ pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>, allo
         // try, before a retry can overtake it.
         turn_off(faults, "provider-refusal");
         if allowed(NEEDS)
-            && let Some(enabled) = faults
-                .get_mut(NEEDS)
-                .and_then(|settings| settings.get_mut("enabled"))
+            && let Some(settings) = faults.get_mut(NEEDS)
         {
-            *enabled = serde_json::Value::Bool(true);
+            settings["enabled"] = serde_json::Value::Bool(true);
+            // A retry overtakes a request only while one is in progress: slow requests must
+            // be common, not one in twenty.
+            settings["rate"] = serde_json::to_value(Ratio::new(1, 2)).expect("a ratio is plain data");
         }
     }
 }
@@ -198,6 +199,13 @@ mod tests {
                 for name in KEPT_APART_FROM {
                     assert!(!is_on(&config.faults, name), "seed {seed}: {name}");
                 }
+                assert!(!is_on(&config.faults, "provider-refusal"), "seed {seed}");
+                let slow = &config.faults[NEEDS];
+                assert!(is_on(&config.faults, NEEDS), "seed {seed}");
+                assert_eq!(
+                    slow["rate"],
+                    serde_json::json!({"numerator": 1, "denominator": 2})
+                );
             }
             let mut every = config.clone();
             every.enable_faults_allowed_by(&WorkloadShape::default());
