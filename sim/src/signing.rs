@@ -175,6 +175,17 @@ pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: 
             CURRENT_GENERATION,
         ),
         Attack::InvalidEvent => resign(invalid_event(&body_json(), &id), timestamp_s, CURRENT_GENERATION),
+        Attack::ReusedEventId => {
+            let created_ms = body_json()
+                .get("created_ms")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0);
+            resign(
+                with_field("created_ms", (created_ms + 1).into()),
+                timestamp_s,
+                CURRENT_GENERATION,
+            )
+        }
     }
 }
 

@@ -15,7 +15,13 @@
 //! - `invalid-event`: validly signed JSON of a known type that breaks one of the receiver's rules
 //!   for an event (an empty id or order, an id one character too long, a control character, a
 //!   creation time before the epoch, an amount one cent over the limit), which a buggy sender
-//!   could post and a receiver whose checks are off by one would take in.
+//!   could post and a receiver whose checks are off by one would take in;
+//! - `reused-event-id`: validly signed and valid, but with the id of an event the receiver has
+//!   already recorded and another body (its creation time moved by a millisecond), as a sender
+//!   that reuses ids would post; the receiver must refuse it (422) rather than take it as a
+//!   duplicate. It is sent only in seeds whose receipts are never purged and only for an event
+//!   whose receipt is committed, since a receiver that holds no receipt for the id rightly takes
+//!   the request as a new event; a 503 (the database was busy) is allowed, a 2xx is not.
 //!
 //! None of them may change state or get a success answer. Which attack and which delivery are
 //! drawn here; the executor builds the request and records the pair as a schedule choice, so a
@@ -48,10 +54,11 @@ pub enum Attack {
     OversizedBody,
     UnknownType,
     InvalidEvent,
+    ReusedEventId,
 }
 
 impl Attack {
-    pub const ALL: [Attack; 9] = [
+    pub const ALL: [Attack; 10] = [
         Attack::ForgedSignature,
         Attack::TamperedBody,
         Attack::StaleReplay,
@@ -61,6 +68,7 @@ impl Attack {
         Attack::OversizedBody,
         Attack::UnknownType,
         Attack::InvalidEvent,
+        Attack::ReusedEventId,
     ];
 
     /// The attacks of seed files written before `invalid-event` existed, which draw from these.
@@ -77,6 +85,7 @@ impl Attack {
             Attack::OversizedBody => "oversized-body",
             Attack::UnknownType => "unknown-type",
             Attack::InvalidEvent => "invalid-event",
+            Attack::ReusedEventId => "reused-event-id",
         }
     }
 
@@ -101,6 +110,10 @@ struct Settings {
     /// existed, so that they draw the attacks they drew then.
     #[serde(default)]
     invalid_events: bool,
+    /// Whether `reused-event-id` is among the attacks; false in seed files written before it
+    /// existed.
+    #[serde(default)]
+    reused_event_ids: bool,
 }
 
 struct Attacker {
@@ -114,6 +127,7 @@ fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
         enabled: swarm_enabled(rng),
         cadence_ms: *rng.pick(&[30_000, 300_000, 1_800_000]),
         invalid_events: true,
+        reused_event_ids: true,
     })
 }
 
@@ -153,12 +167,17 @@ impl FaultModel for Attacker {
         if self.healed {
             return Vec::new();
         }
-        let attacks = if self.settings.invalid_events {
-            &Attack::ALL[..]
-        } else {
-            &Attack::ALL[..Attack::BEFORE_INVALID_EVENT]
-        };
-        let attack = *self.rng.pick(attacks);
+        let attacks: Vec<Attack> = Attack::ALL
+            .into_iter()
+            .enumerate()
+            .filter(|&(index, attack)| {
+                index < Attack::BEFORE_INVALID_EVENT
+                    || (attack == Attack::InvalidEvent && self.settings.invalid_events)
+                    || (attack == Attack::ReusedEventId && self.settings.reused_event_ids)
+            })
+            .map(|(_, attack)| attack)
+            .collect();
+        let attack = *self.rng.pick(&attacks);
         let target = self.rng.below(u64::MAX);
         vec![
             TimerAction::Attack { attack, target },

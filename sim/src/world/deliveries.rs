@@ -276,9 +276,27 @@ impl World {
     /// network. The attack and its target are a schedule choice (`attack forged-signature
     /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
     /// it reached a receiver.
+    /// Whether the receipt of `stream`'s event is committed and no purge can remove it: the
+    /// condition under which a request reusing its id with another body must be refused.
+    fn receipt_stays(&self, stream: usize) -> bool {
+        let purges = self
+            .config
+            .faults
+            .get("receipt-purge")
+            .is_some_and(|settings| !crate::faults::turned_off(settings));
+        let event = &self.workload.events[self.sender.stream(stream).event];
+        !purges
+            && self
+                .view
+                .receipts(&event.account, &event.event_id)
+                .next()
+                .is_some()
+    }
+
     pub fn send_attack(&mut self, fault: usize, attack: Attack, target: u64) -> Option<Arrived> {
         let attempted: Vec<usize> = (0..self.sender.streams().len())
             .filter(|&index| self.sender.stream(index).attempts > 0)
+            .filter(|&index| attack != Attack::ReusedEventId || self.receipt_stays(index))
             .collect();
         let drawn = (!attempted.is_empty()).then(|| {
             let stream = attempted[(target % attempted.len() as u64) as usize];
@@ -294,7 +312,11 @@ impl World {
         else {
             return None;
         };
-        let Some(stream) = self.stream_named(&stream_name) else {
+        // A schedule may name a stream whose receipt is not (yet) committed in this run.
+        let stream = self
+            .stream_named(&stream_name)
+            .filter(|&stream| attack != Attack::ReusedEventId || self.receipt_stays(stream));
+        let Some(stream) = stream else {
             self.record(Happening::AttackSkipped {
                 attack,
                 stream: stream_name,
