@@ -5,7 +5,9 @@
 //! lease. This model pauses a relay worker at any of its steps for 1.5 to 4 times the lease, so
 //! another worker rescues the obligation meanwhile; the stale worker must be fenced out by the
 //! token when it writes. It pauses more often right after a provider reply, the moment of
-//! Kleppmann's example, where the stale worker holds an answer and writes it when it wakes.
+//! Kleppmann's example, where the stale worker holds an answer and writes it when it wakes, and
+//! right before a provider call, where the worker that took the lease over lingers inside it: a
+//! stale write shows only if it lands while another worker is between its claim and its outcome.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +36,11 @@ struct Settings {
     /// Absent in seed files written before it existed, which pause at `rate` everywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     after_reply_rate: Option<Ratio>,
+    /// The rate at the point right before a provider call: the worker holds a fresh lease and
+    /// stalls inside it, which keeps the window open in which a stale worker's late write lands
+    /// on another's lease. Absent in seed files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    before_call_rate: Option<Ratio>,
 }
 
 struct WorkerPause {
@@ -48,7 +55,8 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
         rate: draw_ratio(rng, &[(1, 100), (1, 20), (1, 5)]),
         pause_ms_min: (context.lease_ms * 3 / 2).min(context.stall_ms_max),
         pause_ms_max: (context.lease_ms * 4).min(context.stall_ms_max),
-        after_reply_rate: Some(draw_ratio(rng, &[(1, 4), (1, 2)])),
+        after_reply_rate: Some(draw_ratio(rng, &[(1, 2), (3, 4)])),
+        before_call_rate: Some(draw_ratio(rng, &[(1, 2), (3, 4)])),
     })
 }
 
@@ -89,8 +97,8 @@ impl FaultModel for WorkerPause {
         {
             return None;
         }
-        let rate = match (op, self.settings.after_reply_rate) {
-            (PendingOp::ProviderReply, Some(rate)) => rate,
+        let rate = match (op, self.settings.after_reply_rate, self.settings.before_call_rate) {
+            (PendingOp::ProviderReply, Some(rate), _) | (PendingOp::ProviderCall, _, Some(rate)) => rate,
             _ => self.settings.rate,
         };
         if !self.rng.chance(rate) {
