@@ -18,10 +18,10 @@
 //!   could post and a receiver whose checks are off by one would take in;
 //! - `reused-event-id`: validly signed and valid, but with the id of an event the receiver has
 //!   already recorded and another body (its creation time moved by a millisecond), as a sender
-//!   that reuses ids would post; the receiver must refuse it (422) rather than take it as a
-//!   duplicate. It is sent only in seeds whose receipts are never purged and only for an event
-//!   whose receipt is committed, since a receiver that holds no receipt for the id rightly takes
-//!   the request as a new event; a 503 (the database was busy) is allowed, a 2xx is not.
+//!   that reuses ids would post; the receiver must not apply it. Refusing it (422) and
+//!   acknowledging it as a duplicate are both correct. It is sent only in seeds whose receipts
+//!   are never purged and only for an event whose receipt is committed, since a receiver that
+//!   holds no receipt for the id rightly takes the request as a new event.
 //!
 //! None of them may change state or get a success answer. Which attack and which delivery are
 //! drawn here; the executor builds the request and records the pair as a schedule choice, so a

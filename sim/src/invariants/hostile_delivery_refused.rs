@@ -3,8 +3,9 @@
 //! A 2xx tells an attacker the forgery worked and a buggy sender that its broken event was
 //! taken; a 503 invites it to try again forever. The answer must be a 4xx: 401 for what is not
 //! verifiably from the sender, 403 for an event naming another account, 413 for an oversized
-//! body, 422 for a body that is not a valid event or reuses a recorded event's id with another
-//! body (for which a 503 is allowed too: the receiver must read its receipts to tell).
+//! body, 422 for a body that is not a valid event. A request that reuses a recorded event's id
+//! with another body is not judged here: a 422 and a 2xx duplicate are both correct, as long as
+//! it changes nothing.
 
 use super::{Invariant, InvariantKind, Observation};
 use crate::record::Origin;
@@ -26,11 +27,13 @@ impl Invariant for HostileDeliveryRefused {
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for answer in &observation.step.answers {
-            // A request reusing a recorded id is authentic, so the receiver must open its
-            // database to refuse it; when the database is busy it may only ask for a retry.
+            // A request reusing a recorded event id with another body is signed by the sender's
+            // key: refusing it (422) and acknowledging it as a duplicate without applying it are
+            // both correct (deduplicating by id alone is Stripe's own advice), and a busy database
+            // may ask for a retry. What must not happen is applying it, which
+            // hostile-delivery-changes-nothing judges.
             let allowed = |attack: &str| {
-                answer.answer.is_permanent_failure()
-                    || (attack == crate::faults::Attack::ReusedEventId.name() && !answer.answer.is_success())
+                answer.answer.is_permanent_failure() || attack == crate::faults::Attack::ReusedEventId.name()
             };
             if let Origin::Hostile { attack } = &answer.origin
                 && !allowed(attack)
