@@ -20,7 +20,9 @@
 //! crashed holder's obligation from ever coming due. The holder of a token is the process that
 //! committed it (`History::lease_holders`); a write that changes the expiry or the owner without
 //! taking a new token, by anyone else, while the lease is live by the rule above, is the failure.
-//! A lease that has certainly expired may be cleared by anyone (a reaper is a legitimate design).
+//! A lease that has certainly expired may be cleared by anyone (a reaper is a legitimate design),
+//! but not extended: a new expiry written by a worker that does not hold the token makes the
+//! obligation look held by one that never asked, and keeps every worker from it.
 //! The check reads only the step's commits and the run's history.
 
 use super::{Invariant, InvariantKind, Observation};
@@ -51,15 +53,17 @@ impl Invariant for OneLiveLeasePerObligation {
                     continue;
                 };
                 let taken = after.lease_token > before.lease_token && after.lease_owner.is_some();
+                let live = before
+                    .lease_expires_ms
+                    .is_some_and(|expires_ms| observation.now_ms.saturating_add(skew_ms) < expires_ms);
+                if !taken {
+                    check_change_by_holder(observation, &commit.process_id, before, after, live)?;
+                }
                 let (Some(previous_owner), Some(expires_ms)) =
                     (before.lease_owner.as_deref(), before.lease_expires_ms)
                 else {
                     continue;
                 };
-                let live = observation.now_ms.saturating_add(skew_ms) < expires_ms;
-                if !taken && live {
-                    check_change_by_holder(observation, &commit.process_id, before, after, skew_ms)?;
-                }
                 if !taken
                     || before.status != ObligationStatus::Owed
                     || after.lease_owner.as_deref() == Some(previous_owner)
@@ -85,15 +89,17 @@ impl Invariant for OneLiveLeasePerObligation {
     }
 }
 
-/// Fails when `process_id`, which does not hold `before`'s live lease, changed that lease (its
-/// expiry or owner) without taking a new token. Settling the obligation is judged by
+/// Fails when `process_id`, which does not hold `before`'s lease, changed it (its expiry or owner)
+/// without taking a new token, while the lease was `live`, or gave it an expiry it did not have
+/// (an extension, which makes the obligation look held by a worker that never asked). Clearing a
+/// lease that has certainly expired is allowed. Settling the obligation is judged by
 /// `completion-by-lease-holder`.
 fn check_change_by_holder(
     observation: &Observation<'_>,
     process_id: &str,
     before: &ObligationRow,
     after: &ObligationRow,
-    skew_ms: i64,
+    live: bool,
 ) -> Result<(), String> {
     let changed =
         after.lease_expires_ms != before.lease_expires_ms || after.lease_owner != before.lease_owner;
@@ -107,10 +113,19 @@ fn check_change_by_holder(
     if holder.map(String::as_str) == Some(process_id) {
         return Ok(());
     }
+    let extended = after.lease_expires_ms.is_some() && after.lease_expires_ms != before.lease_expires_ms;
+    if !live && !extended {
+        return Ok(());
+    }
     let expiry =
         |expires_ms: Option<i64>| expires_ms.map_or_else(|| "none".to_owned(), crate::trace::format_time_ms);
+    let what = if live {
+        "changed the live lease"
+    } else {
+        "set the expiry of the lease"
+    };
     Err(format!(
-        "{} changed the live lease on {} (token {}) that {} holds: expiry {} -> {}, while true time is {} with clocks so far at most {} ms off",
+        "{} {what} on {} (token {}) that {} holds: expiry {} -> {}, while true time is {} with clocks so far at most {} ms off",
         process_id,
         before.operation_key,
         before.lease_token,
@@ -118,6 +133,6 @@ fn check_change_by_holder(
         expiry(before.lease_expires_ms),
         expiry(after.lease_expires_ms),
         crate::trace::format_time_ms(observation.now_ms),
-        skew_ms
+        observation.history.clock_offset_max_ms
     ))
 }
