@@ -188,6 +188,10 @@ pub struct ObligationRow {
     pub lease_owner: Option<String>,
     /// When the current lease ends, by the clock of the worker that took it.
     pub lease_expires_ms: Option<i64>,
+    /// The earliest time the obligation may be claimed again (a backoff after a failure, or the
+    /// wait while an ambiguous request may still be at the provider), by the clock of the
+    /// process that wrote it; `None` when the system records no such time.
+    pub next_attempt_ms: Option<i64>,
     /// Why the obligation is dead, if it is.
     pub dead_reason: Option<String>,
 }

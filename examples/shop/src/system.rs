@@ -182,6 +182,7 @@ impl System for ShopSystem {
                     lease_token: int_at(3)?,
                     lease_owner: text_at(4).ok(),
                     lease_expires_ms: int_at(5).ok(),
+                    next_attempt_ms: int_at(6).ok(),
                     dead_reason: if status == ObligationStatus::Dead {
                         text_at(8).ok()
                     } else {
@@ -310,6 +311,8 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
     else {
         return Ok(false);
     };
+    // The claim checks the due time again: between the select and the claim, the job's holder
+    // may have recorded a failure and a later due time.
     // The hold outlasts what the provider may take over a request, so a worker that dies mid-call
     // leaves its request time to finish before another worker sends the key: a provider that
     // executes concurrent requests twice would perform the job twice.
@@ -318,7 +321,7 @@ async fn ship_next(env: &dyn Env, settings: &RelaySettings) -> Result<bool, DbEr
         .query(
             "UPDATE jobs SET fence = fence + 1, holder = ?1, held_until = ?2, \
              first_try_at = coalesce(first_try_at, ?3), tries = tries + 1 \
-             WHERE job_key = ?4 AND state = 'queued' AND coalesce(held_until, 0) <= ?3 \
+             WHERE job_key = ?4 AND state = 'queued' AND due_at <= ?3 AND coalesce(held_until, 0) <= ?3 \
              RETURNING fence, body, first_try_at, tries",
             &[text(env.process_id()), int(now + lease_ms), int(now), text(&key)],
         )

@@ -7,6 +7,7 @@
 //! invariants are checked once, after the faults healed and the world went quiet. Every check
 //! reads an [`Observation`] and nothing else: it must not change the world or read the database.
 
+mod claim_waits_for_retry_time;
 mod completion_by_lease_holder;
 mod dead_only_if_rejected;
 mod dedupe_scope_per_account;
@@ -144,6 +145,7 @@ fn built_in() -> Vec<Box<dyn Invariant>> {
         Box::new(dedupe_scope_per_account::DedupeScopePerAccount),
         Box::new(completion_by_lease_holder::CompletionByLeaseHolder),
         Box::new(one_live_lease_per_obligation::OneLiveLeasePerObligation),
+        Box::new(claim_waits_for_retry_time::ClaimWaitsForRetryTime),
         Box::new(lease_outlives_call::LeaseOutlivesCall),
         Box::new(obligation_settles_with_effect_or_reason::ObligationSettlesWithEffectOrReason),
         Box::new(order_state_moves_forward::OrderStateMovesForward),

@@ -193,6 +193,7 @@ pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow
                 lease_token: columns.int(&OUTBOX_COLUMNS, "lease_token")?,
                 lease_owner: columns.opt_text(&OUTBOX_COLUMNS, "lease_owner")?,
                 lease_expires_ms: columns.opt_int(&OUTBOX_COLUMNS, "lease_expires_ms")?,
+                next_attempt_ms: columns.opt_int(&OUTBOX_COLUMNS, "next_attempt_ms")?,
                 dead_reason: columns.opt_text(&OUTBOX_COLUMNS, "dead_reason")?,
             }))
         }
