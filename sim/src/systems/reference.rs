@@ -39,9 +39,20 @@ pub trait Variant: ReceiverSteps + RelaySteps + Send + Sync + 'static {
     fn commits_after_answer(&self) -> bool {
         false
     }
+
+    /// True only for [`Reference`], whose deliveries and workers then go through the entry points
+    /// a deployment calls (`receiver::receive`, `relay::run_worker`) rather than their `_with`
+    /// forms, so a sweep of the reference checks those too.
+    fn is_reference(&self) -> bool {
+        false
+    }
 }
 
 impl Variant for Reference {
+    fn is_reference(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "reference"
     }
@@ -117,12 +128,24 @@ impl<V: Variant> System for ReferenceSystem<V> {
         delivery: WebhookDelivery,
     ) -> LocalBoxFuture<'static, Answer> {
         let variant = Arc::clone(&self.variant);
-        Box::pin(async move { receive_with(&*variant, &*env, &delivery).await })
+        Box::pin(async move {
+            if variant.is_reference() {
+                commitgap::receiver::receive(&*env, &delivery).await
+            } else {
+                receive_with(&*variant, &*env, &delivery).await
+            }
+        })
     }
 
     fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
         let variant = Arc::clone(&self.variant);
-        Box::pin(async move { run_worker_with(&*variant, &*env, &settings).await })
+        Box::pin(async move {
+            if variant.is_reference() {
+                commitgap::relay::run_worker(&*env, &settings).await
+            } else {
+                run_worker_with(&*variant, &*env, &settings).await
+            }
+        })
     }
 
     fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
