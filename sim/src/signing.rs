@@ -53,9 +53,11 @@ pub fn secret(account: &str, generation: u32) -> SigningSecret {
 }
 
 /// The receivers' configuration for these accounts: each endpoint holds its current and previous
-/// secret.
+/// secret, and the timestamp tolerance is written out at its documented default, as a deployment
+/// that configures it would (so the reading of a configured number is simulated too; the body
+/// limit is left to its default, so the default's path is as well).
 pub fn receiver_settings<'a>(accounts: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, String> {
-    accounts
+    let mut settings: BTreeMap<String, String> = accounts
         .into_iter()
         .map(|account| {
             let secrets = format!(
@@ -65,7 +67,12 @@ pub fn receiver_settings<'a>(accounts: impl IntoIterator<Item = &'a str>) -> BTr
             );
             (secrets_setting(account), secrets)
         })
-        .collect()
+        .collect();
+    settings.insert(
+        commitgap::receiver::TOLERANCE_SETTING.to_owned(),
+        DEFAULT_TOLERANCE_S.to_string(),
+    );
+    settings
 }
 
 /// A delivery to `account`'s endpoint, signed with the secret of `generation` at `timestamp_s`
