@@ -237,6 +237,9 @@ struct ShapeArgs {
     /// These fault models are never drawn (comma-separated).
     #[arg(long, value_name = "A,B")]
     without_faults: Option<String>,
+    /// Never put values at the receiver's limits (a 128-character order name, an amount of 10^12 cents, an event created at time 0, a body at the configured limit), for a receiver with stricter limits.
+    #[arg(long)]
+    no_edge_values: bool,
 }
 
 /// Failures of one invariant that a sweep shrinks by default: a few distinct stories are worth
@@ -492,6 +495,7 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
             .as_deref()
             .map(split_names)
             .unwrap_or_default(),
+        no_edge_values: args.no_edge_values,
     };
     shape = overlay(shape, from_flags);
     let known: Vec<String> = faults::registry()
@@ -518,6 +522,7 @@ fn overlay(base: WorkloadShape, top: WorkloadShape) -> WorkloadShape {
         receipt_retention_ms: top.receipt_retention_ms.or(base.receipt_retention_ms),
         faults: top.faults.or(base.faults),
         without_faults,
+        no_edge_values: top.no_edge_values || base.no_edge_values,
     }
 }
 

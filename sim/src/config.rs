@@ -42,6 +42,13 @@ pub struct SimConfig {
     /// would have been; 0 (the value in seed files written before it existed) adds none.
     #[serde(default = "no_racing_orders", skip_serializing_if = "is_never")]
     pub racing_orders: Ratio,
+    /// Values at the receiver's limits, each just inside: an order name of exactly the longest
+    /// length, an update to the largest amount, an event created at time 0, and a body limit that
+    /// the largest genuine body meets exactly. A receiver whose checks are off by one refuses a
+    /// genuine event. Drawn from streams of their own; false (the value in seed files written
+    /// before it existed) leaves the workload as it was.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub edge_values: bool,
     pub receivers: u32,
     pub relay_workers: u32,
     pub sender_preset: SenderPreset,
@@ -131,6 +138,9 @@ impl SimConfig {
             // The network must stay well inside the sender's patience, as drawn configurations do.
             self.network_latency_ms_max = self.network_latency_ms_max.min(self.sender_timeout_ms / 2);
         }
+        if shape.no_edge_values {
+            self.edge_values = false;
+        }
         if let Some(key_lifetime_ms) = shape.key_lifetime_ms {
             self.relay.key_lifetime_ms = key_lifetime_ms;
         }
@@ -182,6 +192,7 @@ impl SimConfig {
             paid_orders: Ratio::new(4, 5),
             updates_per_order: None,
             racing_orders: Ratio::new(1, 4),
+            edge_values: SimRng::stream(seed, "config/edge-values").chance(Ratio::new(1, 2)),
             receivers: rng.between(1, 3) as u32,
             relay_workers: rng.between(1, 3) as u32,
             sender_preset,
@@ -420,6 +431,10 @@ fn is_never(ratio: &Ratio) -> bool {
     ratio.numerator == 0
 }
 
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
 impl Workload {
     /// In one seed in four, a payment for an order that does not exist, which a receiver must
     /// refuse without committing anything.
@@ -445,6 +460,36 @@ impl Workload {
             subscriptions: 1,
             extra_deliveries: Vec::new(),
         })
+    }
+
+    /// Moves values to the receiver's limits, each just inside (see `SimConfig::edge_values`): one
+    /// order's name to exactly `NAME_CHARS_MAX` characters, the first update's amount to
+    /// `AMOUNT_CENTS_MAX`, and the first event's creation time to 0 (unless it is an update).
+    /// `events` are in creation order.
+    fn put_values_at_the_edges(seed: u64, orders: &mut [OrderFixture], events: &mut [EventSpec]) {
+        use commitgap::receiver::{AMOUNT_CENTS_MAX, NAME_CHARS_MAX};
+        let mut rng = SimRng::stream(seed, "workload/edges");
+        if !orders.is_empty() {
+            let fixture = &mut orders[rng.below(orders.len() as u64) as usize];
+            let mut longest = format!("{}-", fixture.order);
+            let padding = NAME_CHARS_MAX.saturating_sub(longest.len());
+            longest.extend(std::iter::repeat_n('x', padding));
+            for event in events.iter_mut() {
+                if event.tenant == fixture.tenant && event.order == fixture.order {
+                    event.order.clone_from(&longest);
+                }
+            }
+            fixture.order = longest;
+        }
+        if let Some(update) = events.iter_mut().find(|event| event.kind == EventKind::Update) {
+            update.amount_cents = AMOUNT_CENTS_MAX;
+        }
+        // Not an update: an order's amount is versioned from time 0, so an update created then
+        // would be as old as the amount it replaces.
+        if let Some(first) = events.first_mut().filter(|event| event.kind != EventKind::Update) {
+            first.created_ms = 0;
+            first.deliver_at_ms = 0;
+        }
     }
 
     /// For a share of the orders (`config.racing_orders`), an event that races with the order's
@@ -581,6 +626,9 @@ impl Workload {
             *counter += 1;
             event.event_id = format!("evt-{counter}");
         }
+        if config.edge_values {
+            Workload::put_values_at_the_edges(seed, &mut orders, &mut events);
+        }
         Workload::new(Fixtures { accounts, orders }, events)
     }
 }
@@ -646,10 +694,62 @@ mod tests {
     }
 
     #[test]
+    fn edge_values_sit_just_inside_the_receivers_limits_and_a_shape_can_turn_them_off() {
+        use commitgap::receiver::{AMOUNT_CENTS_MAX, NAME_CHARS_MAX};
+        let mut with_edges = 0;
+        for seed in 0..200 {
+            let config = SimConfig::draw(seed, Backend::Memdb);
+            let workload = Workload::draw(seed, &config);
+            let longest = workload
+                .fixtures
+                .orders
+                .iter()
+                .map(|order| order.order.len())
+                .max();
+            if !config.edge_values {
+                assert!(longest < Some(NAME_CHARS_MAX), "seed {seed}");
+                continue;
+            }
+            with_edges += 1;
+            assert_eq!(longest, Some(NAME_CHARS_MAX), "seed {seed}");
+            for event in &workload.events {
+                commitgap::receiver::WebhookEvent::parse(&event.body())
+                    .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+            }
+            if let Some(update) = workload
+                .events
+                .iter()
+                .find(|event| event.kind == EventKind::Update)
+            {
+                assert!(
+                    workload
+                        .events
+                        .iter()
+                        .any(|event| event.amount_cents == AMOUNT_CENTS_MAX),
+                    "seed {seed}: {update:?}"
+                );
+            }
+            let shape = WorkloadShape {
+                no_edge_values: true,
+                ..WorkloadShape::default()
+            };
+            assert!(!SimConfig::draw_shaped(seed, Backend::Memdb, &shape).edge_values);
+        }
+        assert!(
+            (60..140).contains(&with_edges),
+            "about half of 200 seeds: {with_edges}"
+        );
+    }
+
+    #[test]
     fn racing_orders_add_a_racing_event_and_old_seed_files_draw_none() {
         let mut raced = 0;
         for seed in 0..200 {
-            let config = SimConfig::draw(seed, Backend::Memdb);
+            // Edge values move the first event to time 0, which a race can change; leave them out.
+            let config = SimConfig {
+                edge_values: false,
+                ..SimConfig::draw(seed, Backend::Memdb)
+            };
             let with_races = Workload::draw(seed, &config);
             let without = Workload::draw(
                 seed,

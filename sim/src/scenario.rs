@@ -98,6 +98,7 @@ impl Scenario {
             liveness_steps_per_stream: 0,
             updates_per_order: None,
             racing_orders: Ratio::NEVER,
+            edge_values: false,
             liveness_ms_per_stream: 0,
             faults: Default::default(),
         };

@@ -126,6 +126,10 @@ pub struct WorkloadShape {
     pub faults: Option<Vec<String>>,
     /// These fault models are never drawn.
     pub without_faults: Vec<String>,
+    /// Never put values at the receiver's limits (`SimConfig::edge_values`: an order name of 128
+    /// characters, an amount of 10^12 cents, an event created at time 0, a body at the configured
+    /// limit), for a receiver whose own documented limits are stricter than the reference's.
+    pub no_edge_values: bool,
 }
 
 /// The most amount updates per order: with an order's story (at most two events) that keeps a
@@ -241,6 +245,9 @@ impl WorkloadShape {
         }
         if !self.without_faults.is_empty() {
             add("without-faults", self.without_faults.join(","));
+        }
+        if self.no_edge_values {
+            flags.push_str(" --no-edge-values");
         }
         flags
     }

@@ -5,6 +5,10 @@
 //! allows no clock ahead of its own, compares milliseconds with seconds, or checks the wrong
 //! secret) drops real events, and a sender's retry does not help, since it is refused the same
 //! way. Judged by the receiver's own clock at the moment it answered, which is when it verified.
+//!
+//! Nor is a genuine, valid event for an order that exists ever refused as invalid (422): the
+//! sender takes a 4xx as final, so the event is lost. Values at the receiver's limits
+//! (`SimConfig::edge_values`) are where an off-by-one check does that.
 
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 
@@ -19,7 +23,7 @@ impl Invariant for GenuineDeliveryAccepted {
     }
 
     fn description(&self) -> &'static str {
-        "a correctly signed delivery within the timestamp tolerance is never answered 401, 403 or 413"
+        "a correctly signed delivery within the timestamp tolerance is never answered 401, 403 or 413, nor a valid event for an existing order 422"
     }
 
     fn kind(&self) -> InvariantKind {
@@ -32,6 +36,16 @@ impl Invariant for GenuineDeliveryAccepted {
                 continue;
             };
             let distance_s = timestamp_s.abs_diff(answer.receiver_now_s);
+            let valid_event = observation
+                .workload
+                .event(&answer.account, &answer.event_id)
+                .is_some_and(|event| !observation.workload.expects_rejection(event));
+            if valid_event && answer.answer.status() == 422 {
+                return Err(format!(
+                    "{} answered {} to a genuine delivery of ({}, {}), a valid event for an order that exists; the sender takes a 4xx as final",
+                    answer.process_id, answer.answer, answer.account, answer.event_id
+                ));
+            }
             if answer.answer.is_refused_at_the_door() && distance_s <= DEFAULT_TOLERANCE_S.unsigned_abs() {
                 return Err(format!(
                     "{} answered {} to a genuine delivery of ({}, {}) signed {distance_s} s from its clock, within the tolerance of {DEFAULT_TOLERANCE_S} s",

@@ -613,13 +613,24 @@ impl World {
         let sender = Sender::new(config.sender_preset, sender_events, |event| {
             workload.expects_rejection(event)
         });
-        let settings = crate::signing::receiver_settings(
+        let mut settings = crate::signing::receiver_settings(
             workload
                 .fixtures
                 .accounts
                 .iter()
                 .map(|(account, _)| account.as_str()),
         );
+        if config.edge_values {
+            // A body limit the largest genuine event meets exactly: a receiver that refuses a
+            // body at its limit, rather than over it, refuses a genuine delivery.
+            let largest_body = workload.events.iter().map(|event| event.body().len()).max();
+            if let Some(largest_body) = largest_body {
+                settings.insert(
+                    commitgap::receiver::BODY_BYTES_MAX_SETTING.to_owned(),
+                    largest_body.to_string(),
+                );
+            }
+        }
         World {
             now_ms: 0,
             step: 0,
