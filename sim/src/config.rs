@@ -462,6 +462,16 @@ impl Workload {
         })
     }
 
+    /// Gives `events`, in creation order, ids that count per account: `evt-1`, `evt-2`, ...
+    fn number_events(events: &mut [EventSpec]) {
+        let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
+        for event in events {
+            let counter = next_id.entry(event.account.clone()).or_insert(0);
+            *counter += 1;
+            event.event_id = format!("evt-{counter}");
+        }
+    }
+
     /// Moves values to the receiver's limits, each just inside (see `SimConfig::edge_values`): one
     /// order's name to exactly `NAME_CHARS_MAX` characters, the first update's amount to
     /// `AMOUNT_CENTS_MAX`, and the first event's creation time to 0 (unless it is an update).
@@ -620,12 +630,7 @@ impl Workload {
         let races = Workload::draw_races(seed, config, &orders, &events);
         events.extend(races);
         events.sort_by_key(|event| event.created_ms);
-        let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
-        for event in &mut events {
-            let counter = next_id.entry(event.account.clone()).or_insert(0);
-            *counter += 1;
-            event.event_id = format!("evt-{counter}");
-        }
+        Workload::number_events(&mut events);
         if config.edge_values {
             Workload::put_values_at_the_edges(seed, &mut orders, &mut events);
         }
