@@ -113,6 +113,17 @@ impl SimConfig {
         faults::provider_double_execute::keep_apart_in_draw(&mut config.faults, |name| {
             shape.allows_fault(name)
         });
+        // A stalled worker is found out only by the worker that takes its obligation over:
+        // a seed that stalls workers gets a second one unless the shape chose the number.
+        let stalls = ["worker-pause", "hung-worker"].iter().any(|name| {
+            config
+                .faults
+                .get(*name)
+                .is_some_and(|settings| !faults::turned_off(settings))
+        });
+        if stalls && shape.relay_workers.is_none() {
+            config.relay_workers = config.relay_workers.max(2);
+        }
         if let Some(retention_ms) = shape.receipt_retention_ms
             && let Some(settings) = config.faults.get_mut("receipt-purge")
         {
@@ -676,6 +687,25 @@ mod tests {
                     .count();
                 assert_eq!(updates, 2, "seed {seed}: {}/{}", order.tenant, order.order);
             }
+        }
+    }
+
+    #[test]
+    fn a_seed_that_stalls_workers_has_a_second_worker_to_take_over() {
+        for seed in 0..300 {
+            let config = SimConfig::draw(seed, Backend::Memdb);
+            let stalls = ["worker-pause", "hung-worker"]
+                .iter()
+                .any(|name| !faults::turned_off(&config.faults[*name]));
+            assert!(!stalls || config.relay_workers >= 2, "seed {seed}");
+            let one = WorkloadShape {
+                relay_workers: Some(CountRange::exactly(1)),
+                ..WorkloadShape::default()
+            };
+            assert_eq!(
+                SimConfig::draw_shaped(seed, Backend::Memdb, &one).relay_workers,
+                1
+            );
         }
     }
 
