@@ -294,13 +294,13 @@ fn a_passing_sweep_exits_0_and_replay_by_seed_works() {
 fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() {
     let directory = scratch("coverage");
     let json_path = directory.join("sweep.json");
-    // Of seeds 10, 11 and 12, check-then-insert fails the first.
+    // Of seeds 25, 26 and 27, check-then-insert fails the first.
     let output = commitgap(&[
         "sweep",
         "--system",
         "check-then-insert",
         "--first-seed",
-        "10",
+        "25",
         "--seeds",
         "3",
         "--no-shrink",
@@ -962,13 +962,13 @@ fn a_sweep_over_the_committed_seeds_leaves_files_that_hold_its_failures_as_they_
         std::fs::copy(&path, directory.join(path.file_name().unwrap())).unwrap();
     }
     let before: Vec<(PathBuf, Vec<u8>)> = seed_files_in(&directory);
-    // Of seeds 10, 11 and 12, check-then-insert fails the first, as the committed file does.
+    // Of seeds 25, 26 and 27, check-then-insert fails the first, as the committed file does.
     let output = commitgap(&[
         "sweep",
         "--system",
         "check-then-insert",
         "--first-seed",
-        "10",
+        "25",
         "--seeds",
         "3",
         "--seeds-dir",
