@@ -58,9 +58,9 @@ fn caught_within_budget_and_replayable(system: &str, budget: u64, invariant: &st
 /// `(planted bug, seed budget, the invariant that catches it first from seed 0)`. Budgets are
 /// about four times the mean seeds-to-first-failure measured with `mutants --starts 10`, and never
 /// below the worst of those ten starts; README, "The simulator's power", has the table. The last
-/// measurement: unfenced-completion 9.1 (worst 18), retry-while-in-flight 9.2 (16),
-/// blind-retry-after-expiry 8.7 (20), check-then-insert 5.3 (12; 8.5 and 24 from first seed 7),
-/// claim-ignores-live-lease 4.0 (12); every other bug 2.9 (9) or less.
+/// measurement (K = 10): unfenced-completion 8.1 (worst 28), blind-retry-after-expiry 7.4 (20),
+/// retry-while-in-flight 6.7 (16), check-then-insert 6.3 (22), claim-ignores-live-lease 3.8 (12);
+/// every other bug 2.6 (5) or less. With K = 20 the first four were 9.1 to 10.6 (worst up to 75).
 const BUDGETS: [(&str, u64, &str); 21] = [
     ("receipt-first", 5, "receipt-commits-with-its-work"),
     ("key-per-attempt", 8, "one-effect-per-operation"),
