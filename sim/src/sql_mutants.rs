@@ -148,6 +148,11 @@ pub const REFERENCE_EQUIVALENT: &[Equivalent] = &[
         "the token check still admits only the current holder, and a holder never backs off an obligation it has just settled",
     ),
     (
+        "UPDATE outbox SET next_attempt_ms = ?1, last_error = ?2",
+        "drop the statement",
+        "the reference itself leaves a failure unrecorded when its fenced write fails (the database busy four times, or full): the lease, which outlasts the provider's processing bound, then holds the obligation back and the next attempt comes at its expiry; without the statement that fallback is taken every time, so retries come on the lease's rhythm instead of the backoff's and the last error reaches the row only with the burial, and no outcome changes",
+    ),
+    (
         "UPDATE outbox SET status = 'dead', dead_reason = ?1",
         "drop WHERE conjunct 3",
         "the token check still admits only the current holder, and a holder settles an obligation once",
