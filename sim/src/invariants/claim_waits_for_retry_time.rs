@@ -13,8 +13,8 @@
 //! (`ObligationRow::next_attempt_ms` is `None`) are not judged. The check reads only the step's
 //! commits and the run's history.
 
-use super::{Invariant, InvariantKind, Observation};
-use crate::system::{ObligationStatus, ObservedRow};
+use super::{Invariant, InvariantKind, Observation, changed_obligations, lease_taken};
+use crate::system::ObligationStatus;
 
 pub struct ClaimWaitsForRetryTime;
 
@@ -33,32 +33,24 @@ impl Invariant for ClaimWaitsForRetryTime {
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         let skew_ms = observation.history.clock_offset_max_ms;
-        for commit in &observation.step.commits {
-            for diff in &commit.diffs {
-                let (Some(ObservedRow::Obligation(before)), Some(ObservedRow::Obligation(after))) =
-                    (&diff.before, &diff.after)
-                else {
-                    continue;
-                };
-                let taken = after.lease_token > before.lease_token && after.lease_owner.is_some();
-                let Some(next_attempt_ms) = before.next_attempt_ms else {
-                    continue;
-                };
-                if taken
-                    && before.status == ObligationStatus::Owed
-                    && observation.now_ms.saturating_add(skew_ms) < next_attempt_ms
-                {
-                    return Err(format!(
-                        "{} took {} (token {} -> {}) before its retry time {}: true time is {} with clocks so far at most {} ms off",
-                        commit.process_id,
-                        after.operation_key,
-                        before.lease_token,
-                        after.lease_token,
-                        crate::trace::format_time_ms(next_attempt_ms),
-                        crate::trace::format_time_ms(observation.now_ms),
-                        skew_ms
-                    ));
-                }
+        for (process_id, before, after) in changed_obligations(observation) {
+            let Some(next_attempt_ms) = before.next_attempt_ms else {
+                continue;
+            };
+            if lease_taken(before, after)
+                && before.status == ObligationStatus::Owed
+                && observation.now_ms.saturating_add(skew_ms) < next_attempt_ms
+            {
+                return Err(format!(
+                    "{} took {} (token {} -> {}) before its retry time {}: true time is {} with clocks so far at most {} ms off",
+                    process_id,
+                    after.operation_key,
+                    before.lease_token,
+                    after.lease_token,
+                    crate::trace::format_time_ms(next_attempt_ms),
+                    crate::trace::format_time_ms(observation.now_ms),
+                    skew_ms
+                ));
             }
         }
         Ok(())

@@ -41,6 +41,7 @@ use crate::config::SimConfig;
 use crate::provider::ProviderModel;
 pub use crate::record::{AnswerRecord, CommitRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::sender::Sender;
+use crate::system::{ObligationRow, ObservedRow};
 use crate::view::DbView;
 use crate::workload::Workload;
 
@@ -178,6 +179,30 @@ pub struct Observation<'a> {
     pub now_ms: i64,
     /// The run's configuration: the bounds the system was promised (clock skew, stalls, lease).
     pub config: &'a SimConfig,
+}
+
+/// Every obligation row this step's commits changed (not created or deleted), with the process
+/// that committed the change: `(process_id, before, after)`.
+pub fn changed_obligations<'a>(
+    observation: &'a Observation<'_>,
+) -> impl Iterator<Item = (&'a str, &'a ObligationRow, &'a ObligationRow)> {
+    observation.step.commits.iter().flat_map(|commit| {
+        commit
+            .diffs
+            .iter()
+            .filter_map(move |diff| match (&diff.before, &diff.after) {
+                (Some(ObservedRow::Obligation(before)), Some(ObservedRow::Obligation(after))) => {
+                    Some((commit.process_id.as_str(), before, after))
+                }
+                _ => None,
+            })
+    })
+}
+
+/// Whether the change from `before` to `after` is a worker taking a new lease: a new token with
+/// an owner.
+pub fn lease_taken(before: &ObligationRow, after: &ObligationRow) -> bool {
+    after.lease_token > before.lease_token && after.lease_owner.is_some()
 }
 
 /// The business operation that paying `(tenant, order)` owes: one fulfillment, version 1.

@@ -25,8 +25,8 @@
 //! obligation look held by one that never asked, and keeps every worker from it.
 //! The check reads only the step's commits and the run's history.
 
-use super::{Invariant, InvariantKind, Observation};
-use crate::system::{ObligationRow, ObligationStatus, ObservedRow};
+use super::{Invariant, InvariantKind, Observation, changed_obligations, lease_taken};
+use crate::system::{ObligationRow, ObligationStatus};
 
 pub struct OneLiveLeasePerObligation;
 
@@ -45,44 +45,37 @@ impl Invariant for OneLiveLeasePerObligation {
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         let skew_ms = observation.history.clock_offset_max_ms;
-        for commit in &observation.step.commits {
-            for diff in &commit.diffs {
-                let (Some(ObservedRow::Obligation(before)), Some(ObservedRow::Obligation(after))) =
-                    (&diff.before, &diff.after)
-                else {
-                    continue;
-                };
-                let taken = after.lease_token > before.lease_token && after.lease_owner.is_some();
-                let live = before
-                    .lease_expires_ms
-                    .is_some_and(|expires_ms| observation.now_ms.saturating_add(skew_ms) < expires_ms);
-                if !taken {
-                    check_change_by_holder(observation, &commit.process_id, before, after, live)?;
-                }
-                let (Some(previous_owner), Some(expires_ms)) =
-                    (before.lease_owner.as_deref(), before.lease_expires_ms)
-                else {
-                    continue;
-                };
-                if !taken
-                    || before.status != ObligationStatus::Owed
-                    || after.lease_owner.as_deref() == Some(previous_owner)
-                {
-                    continue;
-                }
-                if live {
-                    return Err(format!(
-                        "{} took the lease on {} (token {} -> {}) while {}'s lease was live: it ends at {} by its holder's clock, and true time is {} with clocks so far at most {} ms off",
-                        commit.process_id,
-                        after.operation_key,
-                        before.lease_token,
-                        after.lease_token,
-                        previous_owner,
-                        crate::trace::format_time_ms(expires_ms),
-                        crate::trace::format_time_ms(observation.now_ms),
-                        skew_ms
-                    ));
-                }
+        for (process_id, before, after) in changed_obligations(observation) {
+            let taken = lease_taken(before, after);
+            let live = before
+                .lease_expires_ms
+                .is_some_and(|expires_ms| observation.now_ms.saturating_add(skew_ms) < expires_ms);
+            if !taken {
+                check_change_by_holder(observation, process_id, before, after, live)?;
+            }
+            let (Some(previous_owner), Some(expires_ms)) =
+                (before.lease_owner.as_deref(), before.lease_expires_ms)
+            else {
+                continue;
+            };
+            if !taken
+                || before.status != ObligationStatus::Owed
+                || after.lease_owner.as_deref() == Some(previous_owner)
+            {
+                continue;
+            }
+            if live {
+                return Err(format!(
+                    "{} took the lease on {} (token {} -> {}) while {}'s lease was live: it ends at {} by its holder's clock, and true time is {} with clocks so far at most {} ms off",
+                    process_id,
+                    after.operation_key,
+                    before.lease_token,
+                    after.lease_token,
+                    previous_owner,
+                    crate::trace::format_time_ms(expires_ms),
+                    crate::trace::format_time_ms(observation.now_ms),
+                    skew_ms
+                ));
             }
         }
         Ok(())
