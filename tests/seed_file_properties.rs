@@ -125,7 +125,13 @@ fn false_alarm(file: &SeedFile) -> Option<String> {
         runs.push(("shrunk", shrunk.config.clone(), Some(shrunk.schedule.clone())));
     }
     for (from, config, schedule) in runs {
-        let bound = config.fault_phase_steps_max + config.liveness_steps_max + 1;
+        // The liveness bound grows with the run's streams (run::liveness_bounds), up to
+        // limits::LIVENESS_STEPS_MAX; a run that reaches it reports itself unsettled below.
+        let bound = config.fault_phase_steps_max
+            + config
+                .liveness_steps_max
+                .max(commitgap_sim::limits::LIVENESS_STEPS_MAX)
+            + 1;
         let options = RunOptions {
             config: Some(config),
             schedule,
@@ -144,6 +150,9 @@ fn false_alarm(file: &SeedFile) -> Option<String> {
                 "from its {from}: the reference failed {}: {}",
                 failure.invariant, failure.message
             ));
+        }
+        if let Some(unsettled) = &outcome.unsettled {
+            return Some(format!("from its {from}: did not settle: {unsettled:?}"));
         }
         if outcome.steps > bound {
             return Some(format!(

@@ -36,8 +36,9 @@ pub const LIVENESS_STEPS_MAX: u64 = 5_000_000;
 pub const SCHEDULE_STEPS_MAX: usize = (FAULT_PHASE_STEPS_MAX + LIVENESS_STEPS_MAX) as usize;
 /// Outage windows a fault model may list.
 pub const WINDOWS_MAX: usize = 16;
-/// Characters in a name (an account, a tenant, an order, an event id).
-pub const NAME_CHARS_MAX: usize = 64;
+/// Characters in a name (an account, a tenant, an order, an event id): the receiver's own limit,
+/// which edge values (`SimConfig::edge_values`) reach.
+pub const NAME_CHARS_MAX: usize = commitgap::receiver::NAME_CHARS_MAX;
 
 /// `Ok` when `low <= value <= high`; otherwise one line naming `field`, the value and the
 /// allowed range.
