@@ -160,6 +160,12 @@ impl SimConfig {
             // The lease must outlive two calls (the configuration's contract); a shorter call
             // timeout keeps a chosen lease valid without changing it.
             self.relay.call_timeout_ms = self.relay.call_timeout_ms.min(lease_ms / 2);
+            // And the provider still answers well inside the shorter timeout, as drawn
+            // configurations do (the configuration's contract, see `validate_contracts`).
+            self.provider_latency_ms_max = self
+                .provider_latency_ms_max
+                .min(self.relay.call_timeout_ms / 2)
+                .max(1);
         }
     }
 
@@ -373,6 +379,16 @@ impl SimConfig {
             self.network_latency_ms_max,
             1,
             self.sender_timeout_ms / 2,
+        )?;
+        // The provider's ordinary latency is not a fault and never heals: were it longer than the
+        // relay waits, calls would keep timing out after heal and the relay would rightly give
+        // obligations up, which liveness would then judge as the system's fault. Slowness past
+        // the timeout is `provider-slow`'s, which heals. Drawn configurations keep it to half.
+        check(
+            "provider_latency_ms_max (at most half of relay.call_timeout_ms)",
+            self.provider_latency_ms_max,
+            1,
+            self.relay.call_timeout_ms / 2,
         )?;
         check(
             "relay.idle_poll_max_ms",
@@ -882,5 +898,27 @@ mod tests {
         let mut config = SimConfig::draw(1, Backend::Memdb);
         config.receivers = 0;
         assert!(config.validate().unwrap_err().contains("receivers"));
+    }
+
+    #[test]
+    fn a_provider_slower_than_the_relay_waits_is_refused_and_a_lease_shape_keeps_it_valid() {
+        // A seed file once set the provider's ordinary latency to ten minutes: every call timed
+        // out after heal, the relay gave its obligations up, and liveness blamed the reference.
+        let mut config = SimConfig::draw(3, Backend::Memdb);
+        config.provider_latency_ms_max = config.relay.call_timeout_ms / 2 + 1;
+        let refusal = config.validate().unwrap_err();
+        assert!(refusal.contains("provider_latency_ms_max"), "{refusal}");
+        config.provider_latency_ms_max = config.relay.call_timeout_ms / 2;
+        config.validate().unwrap();
+
+        for seed in 0..200 {
+            let shape = WorkloadShape {
+                lease_ms: Some(crate::shape::LEASE_MS_MIN),
+                ..WorkloadShape::default()
+            };
+            SimConfig::draw_shaped(seed, Backend::Memdb, &shape)
+                .validate()
+                .unwrap();
+        }
     }
 }

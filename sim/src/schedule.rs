@@ -156,6 +156,21 @@ impl Schedule {
                 0,
                 end_ms,
             )?;
+            // The event contract the receiver enforces: a payment or an update carries a
+            // positive amount no larger than the receiver's limit. The workload is the run's
+            // ground truth, so an event that breaks the contract would make a correct
+            // receiver's 422 look like a lost event.
+            if matches!(
+                event.kind,
+                crate::workload::EventKind::Payment | crate::workload::EventKind::Update
+            ) {
+                check(
+                    &field("amount_cents (of a payment or an update)"),
+                    event.amount_cents,
+                    1,
+                    commitgap::receiver::AMOUNT_CENTS_MAX,
+                )?;
+            }
             check(
                 &field("subscriptions"),
                 event.subscriptions,

@@ -858,12 +858,12 @@ fn edited_seed_file(directory: &Path, name: &str, edit: impl FnOnce(&mut serde_j
     path
 }
 
-#[test]
-fn every_bad_value_in_a_seed_file_is_one_line_naming_the_field_and_the_range() {
-    let directory = scratch("bad-values");
+type SeedFileEdit = Box<dyn FnOnce(&mut serde_json::Value)>;
+
+/// Edits of a real seed file that make one value bad, each with what the error must say.
+fn bad_value_cases() -> Vec<(&'static str, SeedFileEdit, &'static str)> {
     let huge = "9".repeat(16 * 1024 * 1024);
-    type Edit = Box<dyn FnOnce(&mut serde_json::Value)>;
-    let cases: Vec<(&str, Edit, &str)> = vec![
+    vec![
         (
             "denominator",
             Box::new(|json| json["config"]["faults"]["crash"]["rate"]["denominator"] = 0.into()),
@@ -900,6 +900,14 @@ fn every_bad_value_in_a_seed_file_is_one_line_naming_the_field_and_the_range() {
             "schedule.events[0].subscriptions is 1000; allowed 1 to 8",
         ),
         (
+            "payment-without-amount",
+            Box::new(|json| {
+                json["schedule"]["events"][0]["kind"] = "payment".into();
+                json["schedule"]["events"][0]["amount_cents"] = 0.into();
+            }),
+            "schedule.events[0].amount_cents (of a payment or an update) is 0; allowed 1 to 1000000000000",
+        ),
+        (
             "version-string",
             Box::new(|json| json["format_version"] = "2".into()),
             "format_version is \"2\"; it must be a whole number",
@@ -916,7 +924,13 @@ fn every_bad_value_in_a_seed_file_is_one_line_naming_the_field_and_the_range() {
             }),
             "shrunk.schedule.steps[0]: decision `fault crash pause -5`: pause in milliseconds is -5",
         ),
-    ];
+    ]
+}
+
+#[test]
+fn every_bad_value_in_a_seed_file_is_one_line_naming_the_field_and_the_range() {
+    let directory = scratch("bad-values");
+    let cases = bad_value_cases();
     for (name, edit, expected) in cases {
         let path = edited_seed_file(&directory, name, edit);
         let path = path.to_str().unwrap();
