@@ -219,7 +219,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(commitgap_sim::strategy::repeatable_config(48))]
 
     #[test]
     fn a_file_the_reader_accepts_never_fails_the_reference(
@@ -245,7 +245,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(commitgap_sim::strategy::repeatable_config(300))]
 
     #[test]
     fn arbitrary_bytes_are_refused_or_read(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {

@@ -14,7 +14,7 @@ fn reference() -> Arc<dyn System> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(commitgap_sim::strategy::repeatable_config(24))]
 
     #[test]
     fn the_reference_holds_in_any_generated_world(case in sim_case()) {
