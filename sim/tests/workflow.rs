@@ -366,3 +366,40 @@ fn failing_seeds_and_reports_are_uploaded_even_when_the_sweep_fails() {
         }
     }
 }
+
+#[test]
+fn the_nightly_job_explores_new_property_cases_from_a_seed_it_prints() {
+    let document = workflow();
+    let job = nightly_job(&document);
+    let step = steps(job)
+        .iter()
+        .find(|step| {
+            step["run"]
+                .as_str()
+                .is_some_and(|run| run.contains("--test seed_file_properties"))
+        })
+        .expect("a step that runs the property suites");
+    let seed = string(&step["env"]["PROPTEST_RNG_SEED"], "the generator seed");
+    assert!(
+        seed.contains("${{ matrix.shard }}"),
+        "each shard explores its own cases: {seed}"
+    );
+    assert!(
+        seed.contains("${{ github.run_id }}"),
+        "each night explores new cases: {seed}"
+    );
+    let run = string(&step["run"], "the property step");
+    assert!(
+        run.lines()
+            .next()
+            .is_some_and(|line| line.contains("echo") && line.contains("$PROPTEST_RNG_SEED")),
+        "the seed is printed before any case runs: {run}"
+    );
+    assert!(
+        upload_steps(job)
+            .iter()
+            .any(|upload| string(&upload["with"]["path"], "the upload's paths")
+                .contains(".proptest-regressions")),
+        "the shrunk cases are uploaded"
+    );
+}
