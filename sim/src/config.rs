@@ -368,10 +368,31 @@ impl SimConfig {
         Ok(())
     }
 
+    /// The longest a correct relay may wait, after heal, before it settles an owed obligation:
+    /// a crashed worker's lease, the provider's processing bound after a timeout or a 409, the
+    /// longest backoff and the longest idle poll, once each. The liveness bound is never shorter
+    /// than twice this (see [`crate::run::liveness_bounds`]), so a configuration that tells the
+    /// relay to wait long is judged by a bound that allows it.
+    pub fn relay_waits_ms(&self) -> i64 {
+        let relay = &self.relay;
+        relay
+            .lease_held_ms()
+            .saturating_add(relay.provider_act_ms_max)
+            .saturating_add(relay.backoff_cap_ms)
+            .saturating_add(relay.idle_poll_max_ms)
+    }
+
     /// Values that are each in range but together would break a contract the reference relies
     /// on, so that a run of them could only end in a false verdict.
     fn validate_contracts(&self) -> Result<(), String> {
         use crate::limits::{DURATION_MS_MAX, check};
+        // The liveness bound grows to twice these waits and is held to the longest duration.
+        check(
+            "relay.lease_ms + relay.provider_act_ms_max + relay.backoff_cap_ms + relay.idle_poll_max_ms (the relay's waits after heal)",
+            self.relay_waits_ms(),
+            0,
+            DURATION_MS_MAX / 2,
+        )?;
         // An answer slower than the sender waits could never settle a delivery; the network is
         // held to half the sender's timeout, as every drawn configuration is.
         check(
@@ -389,6 +410,20 @@ impl SimConfig {
             self.provider_latency_ms_max,
             1,
             self.relay.call_timeout_ms / 2,
+        )?;
+        // Events are created while faults are on, and the latest first delivery (a reordered
+        // one comes up to two windows after its event) still leaves half the liveness bound to
+        // settle in; an event created later than that could only be judged lost. Drawn
+        // configurations create events within minutes and give liveness days.
+        let emit_window_high_ms = self
+            .fault_phase_ms
+            .min(self.fault_phase_ms.saturating_add(self.liveness_ms_max / 2) / 3)
+            .max(1);
+        check(
+            "emit_window_ms (at most fault_phase_ms and a third of fault_phase_ms + liveness_ms_max / 2)",
+            self.emit_window_ms,
+            1,
+            emit_window_high_ms,
         )?;
         check(
             "relay.idle_poll_max_ms",
@@ -920,5 +955,50 @@ mod tests {
                 .validate()
                 .unwrap();
         }
+    }
+
+    #[test]
+    fn a_relay_told_to_wait_long_is_judged_by_a_bound_that_allows_it() {
+        // A seed file once told the relay the provider may act on a request for 50 days: the
+        // relay rightly left a timed-out key alone that long, and a five-day liveness bound
+        // blamed it. The bound now grows to twice the relay's waits.
+        let reference = crate::systems::by_name("reference").unwrap();
+        let mut config = SimConfig::draw(26, Backend::Memdb);
+        config.relay.provider_act_ms_max = 50 * 24 * HOUR_MS;
+        config.validate().unwrap();
+        let options = crate::run::RunOptions {
+            config: Some(config.clone()),
+            ..crate::run::RunOptions::default()
+        };
+        let outcome = crate::run::run_seed(&reference, 26, &options).unwrap();
+        assert_eq!(outcome.failure.map(|failure| failure.message), None);
+        assert!(outcome.unsettled.is_none(), "{:?}", outcome.unsettled);
+        // Waits the longest bound cannot hold twice are refused.
+        config.relay.backoff_cap_ms = crate::limits::DURATION_MS_MAX / 2;
+        let refusal = config.validate().unwrap_err();
+        assert!(refusal.contains("the relay's waits after heal"), "{refusal}");
+    }
+
+    #[test]
+    fn events_created_too_late_to_settle_are_refused() {
+        // A seed file once spread its events over a year while faults healed after an hour and
+        // liveness gave five days: the run could not settle, and liveness blamed the reference.
+        let mut config = SimConfig::draw(3, Backend::Memdb);
+        config.emit_window_ms = config.fault_phase_ms + 1;
+        let refusal = config.validate().unwrap_err();
+        assert!(
+            refusal.contains("emit_window_ms (at most fault_phase_ms"),
+            "{refusal}"
+        );
+        config.emit_window_ms = config.fault_phase_ms;
+        config.validate().unwrap();
+        // A long fault phase with a short liveness bound: the latest reordered delivery, three
+        // windows in, must still leave half the bound.
+        config.fault_phase_ms = 30 * HOUR_MS;
+        config.liveness_ms_max = 2 * HOUR_MS;
+        config.emit_window_ms = 11 * HOUR_MS;
+        assert!(config.validate().is_err());
+        config.emit_window_ms = 10 * HOUR_MS + 20 * MINUTE_MS;
+        config.validate().unwrap();
     }
 }

@@ -122,8 +122,9 @@ impl std::fmt::Display for Unsettled {
 }
 
 /// The liveness phase's bounds for this run, as (virtual time, steps): the configured ones,
-/// raised to the per-stream bounds times the streams of deliveries the run has, and never past
-/// the limits every run is held to.
+/// raised to the per-stream bounds times the streams of deliveries the run has, the time raised
+/// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), and never past the limits
+/// every run is held to.
 pub fn liveness_bounds(world: &World) -> (i64, u64) {
     let streams = world.sender().streams().len() as u64;
     let config = world.config();
@@ -134,6 +135,7 @@ pub fn liveness_bounds(world: &World) -> (i64, u64) {
     let time_ms = config
         .liveness_ms_max
         .max((streams as i64).saturating_mul(config.liveness_ms_per_stream))
+        .max(config.relay_waits_ms().saturating_mul(2))
         .min(crate::limits::DURATION_MS_MAX.max(config.liveness_ms_max));
     (time_ms, steps)
 }

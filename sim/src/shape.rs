@@ -141,6 +141,11 @@ pub const UPDATES_PER_ORDER_MAX: u32 = 3;
 /// is the contract the configuration holds the lease to.
 pub const LEASE_MS_MIN: i64 = 60_000;
 
+/// The longest lease a shape may set: a quarter of the longest duration, so that the relay's
+/// waits after heal (a dead worker's lease among them) fit in half of it, which the liveness bound
+/// grows to (`SimConfig::relay_waits_ms`).
+pub const LEASE_MS_MAX: i64 = limits::DURATION_MS_MAX / 4;
+
 impl WorkloadShape {
     /// True when the shape narrows nothing.
     pub fn is_open(&self) -> bool {
@@ -178,18 +183,25 @@ impl WorkloadShape {
                 limits::ORDERS_MAX
             ));
         }
-        for (name, value, min) in [
-            ("key-lifetime-ms", self.key_lifetime_ms, 1),
-            ("lease-ms", self.lease_ms, LEASE_MS_MIN),
-            ("receipt-retention-ms", self.receipt_retention_ms, 0),
+        for (name, value, min, max) in [
+            (
+                "key-lifetime-ms",
+                self.key_lifetime_ms,
+                1,
+                limits::DURATION_MS_MAX,
+            ),
+            ("lease-ms", self.lease_ms, LEASE_MS_MIN, LEASE_MS_MAX),
+            (
+                "receipt-retention-ms",
+                self.receipt_retention_ms,
+                0,
+                limits::DURATION_MS_MAX,
+            ),
         ] {
             if let Some(value) = value
-                && !(min..=limits::DURATION_MS_MAX).contains(&value)
+                && !(min..=max).contains(&value)
             {
-                return Err(format!(
-                    "{name} {value} is out of range; allowed {min}..={}",
-                    limits::DURATION_MS_MAX
-                ));
+                return Err(format!("{name} {value} is out of range; allowed {min}..={max}"));
             }
         }
         let chosen = self.faults.iter().flatten().chain(&self.without_faults);
@@ -299,6 +311,28 @@ mod tests {
                 .unwrap_err()
                 .starts_with("lease-ms 1000")
         );
+        // A lease longer than a quarter of the longest duration would leave the relay's waits
+        // after heal more than the liveness bound can grow to.
+        let long_lease = WorkloadShape {
+            lease_ms: Some(LEASE_MS_MAX + 1),
+            ..WorkloadShape::default()
+        };
+        assert!(
+            long_lease
+                .check(&known)
+                .unwrap_err()
+                .contains(&format!("allowed {LEASE_MS_MIN}..={LEASE_MS_MAX}"))
+        );
+        for seed in 0..20 {
+            let longest = WorkloadShape {
+                lease_ms: Some(LEASE_MS_MAX),
+                ..WorkloadShape::default()
+            };
+            longest.check(&known).unwrap();
+            crate::config::SimConfig::draw_shaped(seed, crate::db::Backend::Memdb, &longest)
+                .validate()
+                .unwrap();
+        }
     }
 
     #[test]
