@@ -527,28 +527,6 @@ async fn requeue_all_dead_once(env: &dyn Env) -> Result<usize, DbError> {
     Ok(requeued)
 }
 
-/// Reads one obligation's status, for tools and tests: `(status, attempts, last_error)`.
-pub async fn obligation_status(
-    env: &dyn Env,
-    operation_key: &str,
-) -> Result<Option<(String, i64, Option<String>)>, DbError> {
-    let rows: Vec<Row> = env
-        .query(
-            "SELECT status, attempts, last_error FROM outbox WHERE operation_key = ?1",
-            &[text(operation_key)],
-        )
-        .await?;
-    rows.first()
-        .map(|row| {
-            Ok((
-                row.text(0)?.to_owned(),
-                row.int(1)?,
-                row.opt_text(2)?.map(str::to_owned),
-            ))
-        })
-        .transpose()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -326,6 +326,16 @@ fn a_permanent_provider_failure_goes_dead_with_a_reason_and_the_operator_requeue
     );
 
     scenario.requeue_dead().unwrap();
+    // The operator's tool says how many it requeued: the only sign an operator gets that the
+    // pass found the obligation.
+    assert!(
+        scenario
+            .trace()
+            .iter()
+            .any(|line| line.contains("operator requeued 1 dead obligations")),
+        "{:?}",
+        scenario.trace()
+    );
     scenario.run_until_quiet().unwrap();
     let done = scenario.read("SELECT status, dead_reason FROM outbox").unwrap();
     assert_eq!(done[0].text(0).unwrap(), "done");
