@@ -21,6 +21,9 @@ pub const KIND: FaultKind = FaultKind {
     acts_only_on_faulty_systems: false,
 };
 
+/// The longest stall a seed file may set, in sender timeouts.
+pub const PAUSE_TIMEOUTS_MAX: i64 = 10;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
     enabled: bool,
@@ -58,7 +61,17 @@ fn build(
         settings.pause_ms_min,
         context.sender_timeout_ms.saturating_add(1),
     )?;
-    check_duration("pause_ms_max", settings.pause_ms_max, settings.pause_ms_min)?;
+    // A stall far past the timeout holds the receiver's transaction, and with it SQLite's write
+    // lock, for longer than senders keep retrying the deliveries it blocks; a run of it could only
+    // end in lost events that no receiver could have kept. Drawn stalls are at most three timeouts.
+    crate::limits::check(
+        &format!(
+            "pause_ms_max (at least pause_ms_min, at most {PAUSE_TIMEOUTS_MAX} times sender_timeout_ms)"
+        ),
+        settings.pause_ms_max,
+        settings.pause_ms_min,
+        context.sender_timeout_ms.saturating_mul(PAUSE_TIMEOUTS_MAX),
+    )?;
     Ok(Box::new(SlowHandler {
         settings,
         rng,
@@ -91,5 +104,57 @@ impl FaultModel for SlowHandler {
     fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         self.healed = true;
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SimConfig;
+    use crate::db::Backend;
+    use crate::run::{RunOptions, run_seed};
+
+    #[test]
+    fn the_longest_stall_a_file_may_set_leaves_the_reference_correct_and_a_longer_one_is_refused() {
+        // A seed file once stalled a handler for a day: it held the write lock while every other
+        // delivery met a busy database, and the run could not settle.
+        let reference = crate::systems::by_name("reference").unwrap();
+        for seed in 0..120 {
+            let mut config = SimConfig::draw(seed, Backend::Memdb);
+            let longest_ms = config.sender_timeout_ms * PAUSE_TIMEOUTS_MAX;
+            config.faults.insert(
+                KIND.name.to_owned(),
+                to_json(&Settings {
+                    enabled: true,
+                    rate: Ratio::new(1, 5),
+                    pause_ms_min: longest_ms - 1,
+                    pause_ms_max: longest_ms,
+                }),
+            );
+            config.validate().unwrap();
+            let options = RunOptions {
+                config: Some(config.clone()),
+                ..RunOptions::default()
+            };
+            let outcome = run_seed(&reference, seed, &options).unwrap();
+            assert_eq!(
+                outcome.failure.map(|failure| failure.message),
+                None,
+                "seed {seed}"
+            );
+            assert!(
+                outcome.unsettled.is_none(),
+                "seed {seed}: {:?}",
+                outcome.unsettled
+            );
+            if seed == 0 {
+                config.faults.get_mut(KIND.name).unwrap()["pause_ms_max"] = (longest_ms + 1).into();
+                let refusal = config.validate().unwrap_err();
+                assert!(
+                    refusal.contains("at most 10 times sender_timeout_ms"),
+                    "{refusal}"
+                );
+            }
+        }
     }
 }
