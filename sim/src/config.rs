@@ -24,6 +24,9 @@ const SECOND_MS: i64 = 1_000;
 const MINUTE_MS: i64 = 60 * SECOND_MS;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
 
+/// The least `relay.idle_poll_max_ms` a configuration may set (see `validate_contracts`).
+const IDLE_POLL_MS_FLOOR: i64 = MINUTE_MS;
+
 /// Everything a run needs besides its seed and system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
@@ -425,10 +428,13 @@ impl SimConfig {
             1,
             emit_window_high_ms,
         )?;
+        // Idle polls are most of a long run's steps: a worker that polls more often than once a
+        // minute when idle would need more steps than any liveness bound gives while the world
+        // waits days for a sender's last retry. Drawn configurations poll every 5 or 15 minutes.
         check(
-            "relay.idle_poll_max_ms",
+            "relay.idle_poll_max_ms (at least relay.idle_poll_min_ms and a minute)",
             self.relay.idle_poll_max_ms,
-            self.relay.idle_poll_min_ms,
+            self.relay.idle_poll_min_ms.max(IDLE_POLL_MS_FLOOR),
             DURATION_MS_MAX,
         )?;
         // The relay's contract: a lease outlives the provider call it covers, with room for the
@@ -977,6 +983,38 @@ mod tests {
         config.relay.backoff_cap_ms = crate::limits::DURATION_MS_MAX / 2;
         let refusal = config.validate().unwrap_err();
         assert!(refusal.contains("the relay's waits after heal"), "{refusal}");
+    }
+
+    #[test]
+    fn workers_that_poll_often_get_the_steps_they_need_and_too_often_is_refused() {
+        // A seed file once set the idle poll to a second: three workers polled through the days
+        // a sender's last retry was away, and the fixed step bound cut the run off.
+        let reference = crate::systems::by_name("reference").unwrap();
+        let mut config = SimConfig::draw(1, Backend::Memdb);
+        config.relay.idle_poll_max_ms = 1_000;
+        let refusal = config.validate().unwrap_err();
+        assert!(refusal.contains("relay.idle_poll_max_ms (at least"), "{refusal}");
+        for seed in 0..40 {
+            let mut config = SimConfig::draw(seed, Backend::Memdb);
+            config.relay_workers = 16;
+            config.relay.idle_poll_max_ms = IDLE_POLL_MS_FLOOR;
+            config.validate().unwrap();
+            let options = crate::run::RunOptions {
+                config: Some(config),
+                ..crate::run::RunOptions::default()
+            };
+            let outcome = crate::run::run_seed(&reference, seed, &options).unwrap();
+            assert_eq!(
+                outcome.failure.map(|failure| failure.message),
+                None,
+                "seed {seed}"
+            );
+            assert!(
+                outcome.unsettled.is_none(),
+                "seed {seed}: {:?}",
+                outcome.unsettled
+            );
+        }
     }
 
     #[test]

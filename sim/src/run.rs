@@ -123,20 +123,32 @@ impl std::fmt::Display for Unsettled {
 
 /// The liveness phase's bounds for this run, as (virtual time, steps): the configured ones,
 /// raised to the per-stream bounds times the streams of deliveries the run has, the time raised
-/// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), and never past the limits
-/// every run is held to.
+/// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), the steps raised to two
+/// per idle poll of every relay worker over that time (unless the per-stream step bound is 0,
+/// which keeps the fixed one), and never past the limits every run is held to.
 pub fn liveness_bounds(world: &World) -> (i64, u64) {
     let streams = world.sender().streams().len() as u64;
     let config = world.config();
-    let steps = config
-        .liveness_steps_max
-        .max(streams.saturating_mul(config.liveness_steps_per_stream))
-        .min(crate::limits::LIVENESS_STEPS_MAX.max(config.liveness_steps_max));
     let time_ms = config
         .liveness_ms_max
         .max((streams as i64).saturating_mul(config.liveness_ms_per_stream))
         .max(config.relay_waits_ms().saturating_mul(2))
         .min(crate::limits::DURATION_MS_MAX.max(config.liveness_ms_max));
+    // An idle worker polls at least once per idle_poll_max_ms, a pass and a sleep each; a world
+    // waiting days for a sender's last retry spends most of its steps there.
+    let idle_poll_steps = if config.liveness_steps_per_stream == 0 {
+        0
+    } else {
+        let polls = (time_ms / config.relay.idle_poll_max_ms.max(1)).saturating_add(1) as u64;
+        polls
+            .saturating_mul(u64::from(config.relay_workers))
+            .saturating_mul(2)
+    };
+    let steps = config
+        .liveness_steps_max
+        .max(streams.saturating_mul(config.liveness_steps_per_stream))
+        .max(idle_poll_steps)
+        .min(crate::limits::LIVENESS_STEPS_MAX.max(config.liveness_steps_max));
     (time_ms, steps)
 }
 
