@@ -2,8 +2,9 @@
 //! that arrives before its payment, events in every arrival order, a payment for a cancelled
 //! order, an event for an order that does not exist, a reused event id with a different body,
 //! the same event id string in two accounts, twin events for one payment, and a permanent provider
-//! failure followed by the operator's requeue. Every scenario also requires that no safety
-//! invariant failed along the way.
+//! failure followed by the operator's requeue, which also meets a database another writer holds,
+//! and the receipt purge followed by a late redelivery.
+//! Every scenario also requires that no safety invariant failed along the way.
 
 use std::sync::Arc;
 
@@ -65,6 +66,26 @@ fn scenario(events: Vec<EventSpec>, setup: ScenarioSetup) -> Scenario {
     Scenario::new(Arc::new(ReferenceSystem::reference()), fixtures(), events, setup).expect("set-up succeeds")
 }
 
+/// A scenario with one relay worker, so that obligations are delivered to the provider.
+fn with_relay(events: Vec<EventSpec>) -> Scenario {
+    scenario(
+        events,
+        ScenarioSetup {
+            relay_workers: 1,
+            ..ScenarioSetup::default()
+        },
+    )
+}
+
+/// Asserts that a line of the trace (a process's log included) contains `text`.
+fn assert_traced(scenario: &Scenario, text: &str) {
+    let trace = scenario.trace();
+    assert!(
+        trace.iter().any(|line| line.contains(text)),
+        "{text:?} not in {trace:?}"
+    );
+}
+
 /// Delivers `event_id` once at receiver 1 and runs everything to quiet.
 fn deliver(scenario: &mut Scenario, event_id: &str) -> Answer {
     let task = scenario.deliver(1, event_id).unwrap();
@@ -91,13 +112,7 @@ fn a_refund_before_its_payment_leaves_the_order_refunded_and_ships_nothing() {
         event("acct-a", "evt-1", "order-1", EventKind::Payment, 1250, 10),
         event("acct-a", "evt-2", "order-1", EventKind::Refund, 0, 20),
     ];
-    let mut scenario = scenario(
-        events,
-        ScenarioSetup {
-            relay_workers: 1,
-            ..ScenarioSetup::default()
-        },
-    );
+    let mut scenario = with_relay(events);
     assert_eq!(
         deliver(&mut scenario, "evt-2"),
         Answer::Success(SuccessKind::Applied)
@@ -300,18 +315,23 @@ fn twin_events_for_one_payment_owe_one_shipment() {
     assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
 }
 
-#[test]
-fn a_permanent_provider_failure_goes_dead_with_a_reason_and_the_operator_requeues_it() {
+/// A paid order whose shipment the provider refused for good: its obligation is dead.
+fn dead_shipment() -> Scenario {
     let events = vec![event("acct-a", "evt-1", "order-1", EventKind::Payment, 1250, 10)];
-    let mut scenario = scenario(
-        events,
-        ScenarioSetup {
-            relay_workers: 1,
-            ..ScenarioSetup::default()
-        },
-    );
+    let mut scenario = with_relay(events);
     scenario.reject_provider_sends(1);
     deliver(&mut scenario, "evt-1");
+    scenario
+}
+
+fn outbox_status(scenario: &Scenario) -> String {
+    let rows = scenario.read("SELECT status FROM outbox").unwrap();
+    rows[0].text(0).unwrap().to_owned()
+}
+
+#[test]
+fn a_permanent_provider_failure_goes_dead_with_a_reason_and_the_operator_requeues_it() {
+    let mut scenario = dead_shipment();
     let dead = scenario.read("SELECT status, dead_reason FROM outbox").unwrap();
     assert_eq!(dead[0].text(0).unwrap(), "dead");
     assert!(
@@ -325,25 +345,93 @@ fn a_permanent_provider_failure_goes_dead_with_a_reason_and_the_operator_requeue
         "a dead obligation with a reason is a settled one"
     );
 
+    requeue_and_ship_once(&mut scenario);
+}
+
+/// Runs the operator's requeue of `dead_shipment`'s obligation and checks that it ships once.
+fn requeue_and_ship_once(scenario: &mut Scenario) {
     scenario.requeue_dead().unwrap();
     // The operator's tool says how many it requeued: the only sign an operator gets that the
     // pass found the obligation.
-    assert!(
-        scenario
-            .trace()
-            .iter()
-            .any(|line| line.contains("operator requeued 1 dead obligations")),
-        "{:?}",
-        scenario.trace()
-    );
+    assert_traced(scenario, "operator requeued 1 dead obligations");
     scenario.run_until_quiet().unwrap();
-    let done = scenario.read("SELECT status, dead_reason FROM outbox").unwrap();
-    assert_eq!(done[0].text(0).unwrap(), "done");
+    assert_eq!(outbox_status(scenario), "done");
     assert_eq!(
         scenario.effects().len(),
         1,
         "the requeued obligation shipped once"
     );
+    assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
+    assert_eq!(scenario.check_liveness(), None);
+}
+
+#[test]
+fn the_operators_requeue_waits_out_a_short_lock_and_gives_up_on_a_long_one() {
+    // Another writer (a migration, a long report) holds SQLite's write lock. The operator's tool
+    // has nobody to hand "busy" to, so it waits a short lock out; a lock held for a minute it
+    // reports within 20 seconds instead of hanging, and the obligation stays dead for the next
+    // pass. Sweeps never make the operator's pass meet a busy database: it runs after heal.
+    let mut scenario = dead_shipment();
+    scenario.hold_write_lock("operator", 60_000).unwrap();
+    let asked_ms = scenario.now_ms();
+    scenario.requeue_dead().unwrap();
+    let waited_ms = scenario.now_ms() - asked_ms;
+    assert!(
+        (10_000..20_000).contains(&waited_ms),
+        "the operator gave up after {waited_ms} ms"
+    );
+    assert_traced(&scenario, "operator requeue failed: database is busy");
+    // The lock is still held (a read would meet it too); once it is released, the obligation is
+    // as dead as before: the pass that gave up changed nothing.
+    scenario.run_until_quiet().unwrap();
+    assert_eq!(outbox_status(&scenario), "dead");
+
+    scenario.hold_write_lock("operator", 5_000).unwrap();
+    requeue_and_ship_once(&mut scenario);
+}
+
+#[test]
+fn the_receipt_purge_drops_only_old_receipts_and_a_late_redelivery_still_owes_nothing_new() {
+    // Receipts are kept only as long as a sender may redeliver; the purge deletes those past the
+    // retention and keeps the rest. After the purge a late redelivery of a purged event is taken
+    // as new, and the order's state is what keeps it from owing a second shipment.
+    let events = vec![
+        event("acct-a", "evt-1", "order-1", EventKind::Payment, 1250, 10),
+        event("acct-b", "evt-2", "order-1", EventKind::Payment, 990, 20),
+    ];
+    let mut scenario = with_relay(events);
+    assert!(deliver(&mut scenario, "evt-1").is_success());
+    // A minute passes (another writer's lock is the scenario's way to let time go by).
+    scenario.hold_write_lock("operator", 60_000).unwrap();
+    scenario.run_until_quiet().unwrap();
+    assert!(deliver(&mut scenario, "evt-2").is_success());
+    let received_ms = |event_id: &str| {
+        count(
+            &scenario,
+            &format!("SELECT received_ms FROM receipts WHERE event_id = '{event_id}'"),
+        )
+    };
+    let (first_ms, second_ms) = (received_ms("evt-1"), received_ms("evt-2"));
+    assert!(second_ms - first_ms >= 60_000, "{first_ms} then {second_ms}");
+
+    scenario.purge_receipts(second_ms).unwrap();
+    let kept = scenario.read("SELECT event_id FROM receipts").unwrap();
+    assert_eq!(kept.len(), 1, "only the receipt older than the cut-off goes");
+    assert_eq!(kept[0].text(0).unwrap(), "evt-2");
+    assert_eq!(
+        count(&scenario, "SELECT count(*) FROM orders"),
+        2,
+        "the purge touches only receipts"
+    );
+
+    assert!(deliver(&mut scenario, "evt-1").is_success());
+    scenario.run_until_quiet().unwrap();
+    assert_eq!(
+        count(&scenario, "SELECT count(*) FROM outbox"),
+        2,
+        "one obligation per paid order"
+    );
+    assert_eq!(scenario.effects().len(), 2, "one shipment per paid order");
     assert!(scenario.failures().is_empty(), "{:?}", scenario.failures());
     assert_eq!(scenario.check_liveness(), None);
 }

@@ -8,10 +8,12 @@
 //! fault model runs unless the test injects it. Safety invariants are checked after every step
 //! and every violation is kept, so a test can assert that none happened.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
-use commitgap::env::Row;
+use commitgap::env::{DbError, Row};
 use commitgap::provider::ProviderRequest;
 use commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap::relay::RelaySettings;
@@ -314,6 +316,47 @@ impl Scenario {
                 system.requeue_dead_obligations(env)
             })?;
         self.run_task_to_end(task)
+    }
+
+    /// Starts a task on process `name` (such as `operator`) that takes SQLite's write lock with
+    /// `BEGIN IMMEDIATE`, holds it for `hold_ms` of virtual time and commits, and returns once the
+    /// lock is held: another writer the system must wait out, such as an administrator's migration
+    /// or a long report. The task has a connection of its own, as a second process would.
+    pub fn hold_write_lock(&mut self, name: &str, hold_ms: i64) -> Result<(), String> {
+        let process = self.process(name)?;
+        let began: Rc<RefCell<Option<Result<usize, DbError>>>> = Rc::new(RefCell::new(None));
+        let began_in_task = Rc::clone(&began);
+        let task = self
+            .simulation
+            .spawn(process, TaskKind::Operator, move |env, _| {
+                Box::pin(async move {
+                    let outcome = env.execute("BEGIN IMMEDIATE", &[]).await;
+                    let held = outcome.is_ok();
+                    *began_in_task.borrow_mut() = Some(outcome);
+                    if held {
+                        env.sleep_ms(hold_ms).await;
+                        if let Err(error) = env.execute("COMMIT", &[]).await {
+                            env.log(&format!("lock holder's COMMIT failed: {error}"));
+                        }
+                    }
+                })
+            })?;
+        // Run the holder alone until its BEGIN has run, so that the lock is held before anything
+        // the test starts next.
+        for _ in 0..STEPS_PER_CALL_MAX {
+            if let Some(outcome) = began.borrow().as_ref() {
+                return match outcome {
+                    Ok(_) => Ok(()),
+                    Err(error) => Err(format!("{name} could not take the write lock: {error}")),
+                };
+            }
+            if !self.simulation.world.borrow_mut().take_ready(Item::Task(task)) {
+                return Err(format!("{name}'s lock holder is waiting before its BEGIN"));
+            }
+            let outcome = self.simulation.run_item(Item::Task(task))?;
+            self.record(outcome);
+        }
+        Err(format!("{name}'s lock holder did not reach its BEGIN"))
     }
 
     /// Runs the system's purge job to completion, deleting receipts received before
