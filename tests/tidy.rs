@@ -48,6 +48,12 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "COMMITGAP_CASES and the like choose which seeds a test runs, read before any run starts",
     ),
     (
+        "sim/src/strategy.rs",
+        "env::var",
+        "PROPTEST_RNG_SEED and PROPTEST_CASES choose which cases a property suite explores, read \
+         before any run starts",
+    ),
+    (
         "src/realtime.rs",
         "SystemTime",
         "the real-time Env is the production clock",
