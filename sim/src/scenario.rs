@@ -4,10 +4,10 @@
 //! run, but the test makes every move: it delivers an event to a chosen receiver, runs a handler
 //! up to the statement it names, crashes a process there, drops a provider reply, purges
 //! receipts, holds SQLite's write lock as another writer would, and then lets everything else run
-//! to quiet. Where several tasks are ready at once,
-//! the scenario's seed picks the interleaving, so a scenario is as reproducible as a seed. No
-//! fault model runs unless the test injects it. Safety invariants are checked after every step
-//! and every violation is kept, so a test can assert that none happened.
+//! to quiet. Where several tasks are ready at once, the scenario's seed picks the interleaving, so
+//! a scenario is as reproducible as a seed. No fault model runs unless the test injects it. Safety
+//! invariants are checked after every step and every violation is kept, so a test can assert that
+//! none happened.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
