@@ -968,17 +968,10 @@ mod tests {
         // A seed file once told the relay the provider may act on a request for 50 days: the
         // relay rightly left a timed-out key alone that long, and a five-day liveness bound
         // blamed it. The bound now grows to twice the relay's waits.
-        let reference = crate::systems::by_name("reference").unwrap();
         let mut config = SimConfig::draw(26, Backend::Memdb);
         config.relay.provider_act_ms_max = 50 * 24 * HOUR_MS;
         config.validate().unwrap();
-        let options = crate::run::RunOptions {
-            config: Some(config.clone()),
-            ..crate::run::RunOptions::default()
-        };
-        let outcome = crate::run::run_seed(&reference, 26, &options).unwrap();
-        assert_eq!(outcome.failure.map(|failure| failure.message), None);
-        assert!(outcome.unsettled.is_none(), "{:?}", outcome.unsettled);
+        crate::run::assert_reference_survives(&config, 26);
         // Waits the longest bound cannot hold twice are refused.
         config.relay.backoff_cap_ms = crate::limits::DURATION_MS_MAX / 2;
         let refusal = config.validate().unwrap_err();
@@ -989,7 +982,6 @@ mod tests {
     fn workers_that_poll_often_get_the_steps_they_need_and_too_often_is_refused() {
         // A seed file once set the idle poll to a second: three workers polled through the days
         // a sender's last retry was away, and the fixed step bound cut the run off.
-        let reference = crate::systems::by_name("reference").unwrap();
         let mut config = SimConfig::draw(1, Backend::Memdb);
         config.relay.idle_poll_max_ms = 1_000;
         let refusal = config.validate().unwrap_err();
@@ -999,21 +991,7 @@ mod tests {
             config.relay_workers = 16;
             config.relay.idle_poll_max_ms = IDLE_POLL_MS_FLOOR;
             config.validate().unwrap();
-            let options = crate::run::RunOptions {
-                config: Some(config),
-                ..crate::run::RunOptions::default()
-            };
-            let outcome = crate::run::run_seed(&reference, seed, &options).unwrap();
-            assert_eq!(
-                outcome.failure.map(|failure| failure.message),
-                None,
-                "seed {seed}"
-            );
-            assert!(
-                outcome.unsettled.is_none(),
-                "seed {seed}: {:?}",
-                outcome.unsettled
-            );
+            crate::run::assert_reference_survives(&config, seed);
         }
     }
 

@@ -965,6 +965,29 @@ fn failure_of(invariant: &dyn Invariant, observation: &Observation<'_>, world: &
     })
 }
 
+/// Runs `seed` of the reference under `config` and asserts that it passed and settled: how the
+/// unit tests of a configuration contract show that a correct system survives the configurations
+/// the contract admits.
+#[cfg(test)]
+pub(crate) fn assert_reference_survives(config: &SimConfig, seed: u64) {
+    let reference = crate::systems::by_name("reference").unwrap();
+    let options = RunOptions {
+        config: Some(config.clone()),
+        ..RunOptions::default()
+    };
+    let outcome = run_seed(&reference, seed, &options).unwrap();
+    assert_eq!(
+        outcome.failure.map(|failure| failure.message),
+        None,
+        "seed {seed}"
+    );
+    assert!(
+        outcome.unsettled.is_none(),
+        "seed {seed}: {:?}",
+        outcome.unsettled
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,13 +112,11 @@ mod tests {
     use super::*;
     use crate::config::SimConfig;
     use crate::db::Backend;
-    use crate::run::{RunOptions, run_seed};
 
     #[test]
     fn the_longest_stall_a_file_may_set_leaves_the_reference_correct_and_a_longer_one_is_refused() {
         // A seed file once stalled a handler for a day: it held the write lock while every other
         // delivery met a busy database, and the run could not settle.
-        let reference = crate::systems::by_name("reference").unwrap();
         for seed in 0..120 {
             let mut config = SimConfig::draw(seed, Backend::Memdb);
             let longest_ms = config.sender_timeout_ms * PAUSE_TIMEOUTS_MAX;
@@ -132,21 +130,7 @@ mod tests {
                 }),
             );
             config.validate().unwrap();
-            let options = RunOptions {
-                config: Some(config.clone()),
-                ..RunOptions::default()
-            };
-            let outcome = run_seed(&reference, seed, &options).unwrap();
-            assert_eq!(
-                outcome.failure.map(|failure| failure.message),
-                None,
-                "seed {seed}"
-            );
-            assert!(
-                outcome.unsettled.is_none(),
-                "seed {seed}: {:?}",
-                outcome.unsettled
-            );
+            crate::run::assert_reference_survives(&config, seed);
             if seed == 0 {
                 config.faults.get_mut(KIND.name).unwrap()["pause_ms_max"] = (longest_ms + 1).into();
                 let refusal = config.validate().unwrap_err();
