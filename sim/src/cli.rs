@@ -19,7 +19,9 @@ use crate::coverage::Situation;
 use crate::db::Backend;
 use crate::faults;
 use crate::files;
-use crate::findings::{AfterShrinking, AsFound, Findings, KeepPolicy};
+use crate::findings::{
+    AfterShrinking, AsFound, FailingRun, FailingSeed, Findings, KeepPolicy, group_failures,
+};
 use crate::invariants;
 use crate::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
 use crate::run::{RunOptions, run_seed};
@@ -175,6 +177,11 @@ struct SweepArgs {
     /// --seeds stays the upper bound.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     time_budget: Option<u64>,
+    /// Stop handing out seeds once N seeds have failed (seeds already running finish), then
+    /// shrink and report what was found, so that a broken system is reported in seconds rather
+    /// than after the whole range [default: no limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_failures: Option<u64>,
     /// Write a JUnit XML report to FILE: a test case per failing seed and one for the sweep.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
@@ -185,7 +192,8 @@ struct SweepArgs {
     #[arg(long)]
     no_shrink: bool,
     /// Shrink at most this many failures of each invariant (the first in seed order); further
-    /// failures of that invariant are listed with their replay command but get no seed file.
+    /// failures of that invariant get no seed file and replay by seed (--json lists each one's
+    /// command).
     #[arg(long, default_value_t = DEFAULT_SHRINK_MAX, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     shrink_max: u64,
     /// The most candidate runs to spend shrinking each failure.
@@ -242,9 +250,9 @@ struct ShapeArgs {
     no_edge_values: bool,
 }
 
-/// Failures of one invariant that a sweep shrinks by default: a few distinct stories are worth
-/// keeping; thousands of failures of one planted bug are not worth thousands of files.
-pub const DEFAULT_SHRINK_MAX: u64 = 5;
+/// Failures of one invariant that a sweep shrinks by default (see
+/// [`crate::findings::DEFAULT_SHRINK_MAX`]).
+pub const DEFAULT_SHRINK_MAX: u64 = crate::findings::DEFAULT_SHRINK_MAX;
 
 #[derive(Args)]
 struct ShrinkArgs {
@@ -601,6 +609,7 @@ fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> {
     let limits = SweepLimits {
         shard: args.shard.unwrap_or(Shard::WHOLE),
         time_budget: args.time_budget.map(Duration::from_secs),
+        max_failures: args.max_failures.and_then(std::num::NonZeroU64::new),
         keep_digests: false,
         stop: stop_on_signals(),
     };
@@ -617,7 +626,7 @@ fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> {
         prefix: app.prefix(),
         system: system.name(),
         findings: &findings,
-        printing: Mutex::new(()),
+        printing: Mutex::new(std::collections::BTreeMap::new()),
     };
     let progress = ProgressDisplay::new("sweep", limits.shard.seeds_of(args.seeds));
     let report = sweep_with_limits(&options, &limits, &|state| progress.update(state), &|found| {
@@ -695,8 +704,14 @@ fn stop_on_signals() -> StopFlag {
     stop
 }
 
+/// How many failures of one invariant a sweep prints the moment it finds them. A broken system
+/// fails thousands of seeds the same way; past this many, its failures are counted, and the
+/// summary names the shortest one with its replay command (the `--json` report lists each).
+const FAIL_LINES_PER_INVARIANT: u64 = 10;
+
 /// Says what a sweep finds the moment it finds it, and keeps it: the FAIL line with the command
-/// that replays the seed, then where its seed file was written (or why none was).
+/// that replays the seed, then where its seed file was written (or why none was). Every failure
+/// is kept; the first [`FAIL_LINES_PER_INVARIANT`] of each invariant are printed.
 struct Announcer<'a> {
     args: &'a SweepArgs,
     /// The sweep's workload shape as flags, for commands that draw a seed's configuration again.
@@ -705,8 +720,9 @@ struct Announcer<'a> {
     prefix: &'a str,
     system: &'a str,
     findings: &'a Findings,
-    /// Held while one finding is written and said, so that its lines stay together.
-    printing: Mutex<()>,
+    /// Held while one finding is written and said, so that its lines stay together; it counts
+    /// the findings of each invariant (or verdict) printed so far.
+    printing: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Announcer<'_> {
@@ -734,15 +750,30 @@ impl Announcer<'_> {
         )
     }
 
+    /// Counts one more finding of `label` and says whether to print it. The finding just past
+    /// the bound prints the line that says the rest are counted.
+    fn print_one_more(printed: &mut std::collections::BTreeMap<String, u64>, label: &str) -> bool {
+        let count = printed.entry(label.to_owned()).or_default();
+        *count += 1;
+        if *count == FAIL_LINES_PER_INVARIANT + 1 {
+            say!(
+                "further failures of {label} are counted, not printed; the summary names the shortest with its replay command, and --json lists each"
+            );
+        }
+        *count <= FAIL_LINES_PER_INVARIANT
+    }
+
     fn announce(&self, found: Found<'_>) {
-        let _printing = self.printing.lock().expect("no thread panics while printing");
+        let mut printed = self.printing.lock().expect("no thread panics while printing");
         match found {
             Found::Error { seed, message } => eprintln!(
                 "error: seed {seed} could not run: {message}; reproduce: {}",
                 self.replay_by_seed(seed)
             ),
             Found::Failure(result) => {
-                if let Some(divergence) = &result.divergence {
+                if let Some(divergence) = &result.divergence
+                    && Self::print_one_more(&mut printed, NONDETERMINISM)
+                {
                     say!(
                         "NONDETERMINISTIC seed {} ({}): the two runs differ from trace line {}",
                         result.outcome.seed,
@@ -754,13 +785,27 @@ impl Announcer<'_> {
                     }
                     say!("  reproduce:  {}", self.check_determinism_of(result.outcome.seed));
                 }
-                self.announce_failure(&result.outcome);
+                self.announce_failure(&result.outcome, &mut printed);
             }
         }
     }
 
-    fn announce_failure(&self, outcome: &crate::run::RunOutcome) {
+    fn announce_failure(
+        &self,
+        outcome: &crate::run::RunOutcome,
+        printed: &mut std::collections::BTreeMap<String, u64>,
+    ) {
         let seed = outcome.seed;
+        let label = match (&outcome.failure, &outcome.unsettled) {
+            (Some(failure), _) => failure.invariant.as_str(),
+            (None, Some(_)) => report::UNSETTLED,
+            (None, None) => return,
+        };
+        if !Self::print_one_more(printed, label) {
+            // Not printed, but kept all the same: its seed file is written as found.
+            self.findings.keep_as_found(outcome);
+            return;
+        }
         if let Some(failure) = &outcome.failure {
             say!(
                 "FAIL seed {seed} ({}): {} at step {} ({}): {}",
@@ -973,8 +1018,9 @@ fn sweep_exit_code(summary: &SweepSummary, report: &crate::sweep::SweepReport) -
     }
 }
 
-/// The lines after the findings: coverage, the corpus, seed files that could not be written, the
-/// first failure, and the summary line that scripts read last.
+/// The lines after the findings: coverage, the corpus, seed files that could not be written, one
+/// line per invariant that failed, the first failure, and the summary line that scripts read
+/// last.
 fn print_closing_lines(
     args: &SweepArgs,
     summary: &SweepSummary,
@@ -1011,31 +1057,16 @@ fn print_closing_lines(
     let unwritable = findings.unwritable();
     if let Some(why) = unwritable.values().next() {
         say!(
-            "corpus: {} seed file{} could not be written ({why}); each failure above still has its replay --seed command",
+            "corpus: {} seed file{} could not be written ({why}); each failure printed above still has its replay --seed command, and --json lists every one",
             unwritable.len(),
             if unwritable.len() == 1 { "" } else { "s" },
         );
     }
+    print_failure_groups(args, summary, report);
     if let Some(first) = &summary.first_failure {
         say!("{}", report::first_failure_line(first));
     }
-    let mut scope = format!("system {}, seeds {}", summary.system, summary.range());
-    if let Some(shard) = args.shard {
-        scope.push_str(&format!(", shard {shard}"));
-    }
-    scope.push_str(&format!(", {jobs} jobs"));
-    if let (Some(budget_s), true) = (args.time_budget, report.stopped_by_budget) {
-        scope.push_str(&format!(
-            ", stopped by the {budget_s} s time budget after {} of {} seeds",
-            report.seeds_run, report.seeds_planned
-        ));
-    }
-    if report.interrupted {
-        scope.push_str(&format!(
-            ", interrupted after {} of {} seeds",
-            report.seeds_run, report.seeds_planned
-        ));
-    }
+    let scope = sweep_scope(args, summary, report, jobs);
     let unsettled = summary
         .failures
         .iter()
@@ -1060,6 +1091,93 @@ fn print_closing_lines(
         report.wall.as_secs_f64(),
         report.seeds_per_second(),
     );
+}
+
+/// What the summary line says in parentheses: which seeds of which system, how many jobs, and
+/// what stopped the sweep before its last seed, if anything did.
+fn sweep_scope(
+    args: &SweepArgs,
+    summary: &SweepSummary,
+    report: &crate::sweep::SweepReport,
+    jobs: usize,
+) -> String {
+    let mut scope = format!("system {}, seeds {}", summary.system, summary.range());
+    if let Some(shard) = args.shard {
+        scope.push_str(&format!(", shard {shard}"));
+    }
+    scope.push_str(&format!(", {jobs} jobs"));
+    if let (Some(budget_s), true) = (args.time_budget, report.stopped_by_budget) {
+        scope.push_str(&format!(
+            ", stopped by the {budget_s} s time budget after {} of {} seeds",
+            report.seeds_run, report.seeds_planned
+        ));
+    }
+    if let (Some(most), true) = (args.max_failures, report.stopped_by_max_failures) {
+        // The seeds that were running when the limit was reached finish, so more than N may
+        // have failed; the count is what failed.
+        let failing = report.failures.len() + report.errors.len();
+        scope.push_str(&format!(
+            ", stopped after {failing} failing seed{} (--max-failures {most}), {} of {} seeds run",
+            if failing == 1 { "" } else { "s" },
+            report.seeds_run,
+            report.seeds_planned
+        ));
+    }
+    if report.interrupted {
+        scope.push_str(&format!(
+            ", interrupted after {} of {} seeds",
+            report.seeds_run, report.seeds_planned
+        ));
+    }
+    scope
+}
+
+/// One line per invariant (or verdict) that failed: how many seeds failed it, and the shortest
+/// of them with the command that replays it, in the step numbers that replay prints. A broken
+/// system's thousands of failures read as one line each way it breaks.
+fn print_failure_groups(args: &SweepArgs, summary: &SweepSummary, report: &crate::sweep::SweepReport) {
+    let steps: std::collections::BTreeMap<u64, &crate::run::RunOutcome> = report
+        .failures
+        .iter()
+        .map(|result| (result.outcome.seed, &result.outcome))
+        .collect();
+    let mut replays = std::collections::BTreeMap::new();
+    let failing = summary
+        .failures
+        .iter()
+        .filter_map(|failed| {
+            let outcome = steps.get(&failed.seed)?;
+            replays.insert((failed.invariant.clone(), failed.seed), failed.replay.clone());
+            let mut drawn = FailingRun::of_outcome(outcome);
+            if failed.invariant == NONDETERMINISM {
+                // Two runs that differ fail at no step, whatever else the seed failed.
+                drawn.step = None;
+                drawn.message = None;
+            }
+            Some(FailingSeed {
+                label: failed.invariant.clone(),
+                seed: failed.seed,
+                drawn,
+                file: failed.seed_file.as_ref().map(PathBuf::from),
+            })
+        })
+        .collect();
+    // With shrinking on, at most --shrink-max files of each invariant exist to be read; with it
+    // off, every file holds its run as found, and only the shortest is read back.
+    for group in group_failures(failing, !args.no_shrink) {
+        let shortest = &group.shortest;
+        let replay = replays
+            .get(&(group.label.clone(), shortest.seed))
+            .map_or("", String::as_str);
+        say!(
+            "failures: {} in {} seed{}; shortest: seed {}, {}; replay: {replay}",
+            group.label,
+            group.seeds.len(),
+            if group.seeds.len() == 1 { "" } else { "s" },
+            shortest.seed,
+            shortest.where_it_fails(true),
+        );
+    }
 }
 
 /// Whether two paths name the same file: the same path, or the same existing file reached two

@@ -17,6 +17,13 @@
 //! seeds finishing later pushed past the limit: the files that stay are the same whatever the
 //! number of threads. This module decides what is written
 //! and when; [`crate::files`] decides how. It must not print: the caller says what happened.
+//!
+//! A broken system fails thousands of seeds the same way, and nobody reads thousands of lines
+//! that say so. [`group_failures`] folds the failures into one group per invariant, with the
+//! count of failing seeds and the shortest reproduction among them: the one whose replay takes
+//! the fewest steps. Its step numbers are those of the run its replay command runs, read back
+//! from the seed file when it holds a shrunk run, so that what a summary says and what `replay`
+//! then prints agree.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -29,6 +36,10 @@ use crate::seed_file::{SeedFile, ShrunkRun};
 use crate::shrink::{Shrunk, shrink_all};
 use crate::sweep::{SeedResult, StopFlag};
 use crate::system::System;
+
+/// Failures of one invariant that get a seed file by default: a few distinct stories are worth
+/// keeping; thousands of failures of one planted bug are not worth thousands of files.
+pub const DEFAULT_SHRINK_MAX: u64 = 5;
 
 /// Which failures get a seed file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,4 +281,260 @@ pub fn shrink_and_keep(
         after.insert(seed, result);
     }
     after
+}
+
+/// A failing run as a reader meets it: how long it is, where it fails and what it said there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingRun {
+    /// Steps the run takes.
+    pub steps: u64,
+    /// The step at which it failed an invariant or reached its bound; `None` for two runs of a
+    /// seed that differed, which fail at no step.
+    pub step: Option<u64>,
+    /// What the invariant (or the bound) said, if anything.
+    pub message: Option<String>,
+    /// Whether this is a shrunk run rather than the seed's run as drawn.
+    pub shrunk: bool,
+}
+
+impl FailingRun {
+    /// A run as it came out of a sweep: the seed's run as drawn.
+    pub fn of_outcome(outcome: &RunOutcome) -> FailingRun {
+        let (step, message) = match (&outcome.failure, &outcome.unsettled) {
+            (Some(failure), _) => (Some(failure.step), Some(failure.message.clone())),
+            (None, Some(unsettled)) => (Some(unsettled.step), Some(unsettled.to_string())),
+            (None, None) => (None, None),
+        };
+        FailingRun {
+            steps: outcome.steps,
+            step,
+            message,
+            shrunk: false,
+        }
+    }
+
+    /// The run that `replay FILE` replays by default: the shrunk one when the file holds one,
+    /// else the run the file was written from.
+    pub fn of_file(path: &Path) -> Result<FailingRun, String> {
+        let file = SeedFile::read(path)?;
+        if let Some(shrunk) = &file.shrunk {
+            return Ok(FailingRun {
+                steps: shrunk.steps,
+                step: Some(shrunk.failure.step),
+                message: Some(shrunk.failure.message.clone()),
+                shrunk: true,
+            });
+        }
+        let (step, message) = match (&file.failure, &file.unsettled) {
+            (Some(failure), _) => (Some(failure.step), Some(failure.message.clone())),
+            (None, Some(unsettled)) => (Some(unsettled.step), Some(unsettled.to_string())),
+            (None, None) => (None, None),
+        };
+        Ok(FailingRun {
+            steps: file.steps,
+            step,
+            message,
+            shrunk: false,
+        })
+    }
+}
+
+/// One failing seed, as [`group_failures`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingSeed {
+    /// What it failed: an invariant's name, or a name for a verdict of its own (a run that did
+    /// not settle, two runs that differed). Seeds with the same label form one group.
+    pub label: String,
+    pub seed: u64,
+    /// The seed's run as drawn, as the sweep found it.
+    pub drawn: FailingRun,
+    /// The seed file that holds its failure, if one does.
+    pub file: Option<PathBuf>,
+}
+
+/// The failing seeds of one label, and the shortest reproduction among them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureGroup {
+    pub label: String,
+    /// Every failing seed of the label, in seed order.
+    pub seeds: Vec<u64>,
+    /// The seed whose replay takes the fewest steps (of equals, the lowest seed).
+    pub shortest: Shortest,
+}
+
+/// The shortest reproduction of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shortest {
+    pub seed: u64,
+    /// Its seed file, if it has one.
+    pub file: Option<PathBuf>,
+    /// The run that replaying `file` runs, or the run as drawn when there is no file.
+    pub replayed: FailingRun,
+    /// The seed's run as drawn.
+    pub drawn: FailingRun,
+}
+
+impl Shortest {
+    /// Where the run fails, in the step numbers of the run that its replay command runs:
+    /// `step 14 of its shrunk run (step 305 of seed 7 as drawn)` when the command replays a shrunk
+    /// seed file, `step 305 of seed 7 as drawn (step 14 of the shrunk run in its seed file)` when
+    /// the command runs the seed itself (`replays_file` false), `step 305` when there is only one
+    /// run, and `41 steps` for runs that differed, which fail at no step.
+    pub fn where_it_fails(&self, replays_file: bool) -> String {
+        let seed = self.seed;
+        let (Some(drawn_step), Some(shrunk_step)) = (self.drawn.step, self.replayed.step) else {
+            return format!("{} steps", self.drawn.steps);
+        };
+        if !self.replayed.shrunk || self.file.is_none() {
+            return format!("step {drawn_step}");
+        }
+        if replays_file {
+            format!("step {shrunk_step} of its shrunk run (step {drawn_step} of seed {seed} as drawn)")
+        } else {
+            format!(
+                "step {drawn_step} of seed {seed} as drawn (step {shrunk_step} of the shrunk run in its seed file)"
+            )
+        }
+    }
+}
+
+/// Folds failing seeds into one group per label, in label order, each with its shortest
+/// reproduction. A seed with a file is measured by the run that replaying the file runs; with
+/// `read_files` off (every file holds its run as found, as with shrinking off) only the shortest
+/// seed's file is read, so that its step numbers are still exactly those its replay prints.
+pub fn group_failures(failing: Vec<FailingSeed>, read_files: bool) -> Vec<FailureGroup> {
+    // A file that cannot be read back is measured as the run it was written from.
+    let replayed = |seed: &FailingSeed| -> FailingRun {
+        seed.file
+            .as_deref()
+            .and_then(|path| FailingRun::of_file(path).ok())
+            .unwrap_or_else(|| seed.drawn.clone())
+    };
+    let mut by_label: BTreeMap<String, Vec<(FailingRun, FailingSeed)>> = BTreeMap::new();
+    for seed in failing {
+        let run = if read_files {
+            replayed(&seed)
+        } else {
+            seed.drawn.clone()
+        };
+        by_label.entry(seed.label.clone()).or_default().push((run, seed));
+    }
+    by_label
+        .into_iter()
+        .filter_map(|(label, members)| {
+            let mut seeds: Vec<u64> = members.iter().map(|(_, seed)| seed.seed).collect();
+            seeds.sort_unstable();
+            let (run, shortest) = members
+                .into_iter()
+                .min_by_key(|(run, seed)| (run.steps, seed.seed))?;
+            let run = if read_files { run } else { replayed(&shortest) };
+            Some(FailureGroup {
+                label,
+                seeds,
+                shortest: Shortest {
+                    seed: shortest.seed,
+                    file: shortest.file,
+                    replayed: run,
+                    drawn: shortest.drawn,
+                },
+            })
+        })
+        .collect()
+}
+
+/// `0, 1, 2, 4, 5 and 15 more`: the first `shown` seeds of a list and how many follow.
+pub fn seed_list(seeds: &[u64], shown: usize) -> String {
+    let mut text = seeds
+        .iter()
+        .take(shown)
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if seeds.len() > shown {
+        text.push_str(&format!(" and {} more", seeds.len() - shown));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(steps: u64, step: u64) -> FailingRun {
+        FailingRun {
+            steps,
+            step: Some(step),
+            message: Some(format!("failed at {step}")),
+            shrunk: false,
+        }
+    }
+
+    fn failing(label: &str, seed: u64, steps: u64) -> FailingSeed {
+        FailingSeed {
+            label: label.to_owned(),
+            seed,
+            drawn: run(steps, steps),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn failures_group_by_label_with_their_shortest_seed() {
+        let groups = group_failures(
+            vec![
+                failing("b-invariant", 9, 40),
+                failing("a-invariant", 4, 300),
+                failing("b-invariant", 2, 40),
+                failing("a-invariant", 1, 120),
+                failing("b-invariant", 5, 70),
+            ],
+            true,
+        );
+        let labels: Vec<&str> = groups.iter().map(|group| group.label.as_str()).collect();
+        assert_eq!(labels, ["a-invariant", "b-invariant"]);
+        assert_eq!(groups[0].seeds, [1, 4]);
+        assert_eq!(groups[0].shortest.seed, 1, "120 steps beat 300");
+        assert_eq!(groups[1].seeds, [2, 5, 9]);
+        assert_eq!(
+            groups[1].shortest.seed, 2,
+            "of two runs of 40 steps, the lower seed"
+        );
+        assert_eq!(groups[1].shortest.where_it_fails(true), "step 40");
+    }
+
+    #[test]
+    fn the_shortest_seed_names_the_steps_of_the_run_its_command_replays() {
+        let shortest = Shortest {
+            seed: 7,
+            file: Some(PathBuf::from("seeds/x-7.json")),
+            replayed: FailingRun {
+                shrunk: true,
+                ..run(14, 14)
+            },
+            drawn: run(305, 305),
+        };
+        assert_eq!(
+            shortest.where_it_fails(true),
+            "step 14 of its shrunk run (step 305 of seed 7 as drawn)"
+        );
+        assert_eq!(
+            shortest.where_it_fails(false),
+            "step 305 of seed 7 as drawn (step 14 of the shrunk run in its seed file)"
+        );
+        let differed = Shortest {
+            replayed: FailingRun {
+                step: None,
+                ..run(41, 0)
+            },
+            drawn: FailingRun {
+                step: None,
+                ..run(41, 0)
+            },
+            file: None,
+            ..shortest
+        };
+        assert_eq!(differed.where_it_fails(true), "41 steps");
+        assert_eq!(seed_list(&[1, 2, 3], 5), "1, 2, 3");
+        assert_eq!(seed_list(&[1, 2, 3, 4], 2), "1, 2 and 2 more");
+    }
 }

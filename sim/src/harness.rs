@@ -13,29 +13,54 @@
 //!
 //! [`Check::run`] first replays every seed file of the system in the seed directory (`seeds/` of
 //! the package by default; each one a failure found before, kept as a regression the way
-//! proptest keeps its regressions file), then sweeps a range of seeds. Each new failure is shrunk
-//! and written to the seed directory, and the test fails with the command that replays it.
+//! proptest keeps its regressions file), then sweeps a range of seeds. New failures are kept as
+//! `sweep` keeps them (see [`crate::findings`]): the first few of each invariant in seed order
+//! ([`Check::shrink_max`]) are written to the seed directory, shrunk, and deduplicated. The test
+//! fails with one paragraph per invariant that failed: how many seeds failed it, and the shortest
+//! of them with the command that replays it, in the step numbers that command prints.
+//!
+//! A broken system fails most seeds, so the sweep stops handing out seeds once
+//! [`Check::max_failures`] have failed ([`DEFAULT_MAX_FAILURES`] unless told otherwise): its test
+//! fails in seconds with a few seed files, rather than after the whole range with hundreds.
 //!
 //! Environment variables, read once per call, like `PROPTEST_CASES` and `MADSIM_TEST_SEED`:
 //! `COMMITGAP_CASES` (seeds to sweep), `COMMITGAP_FIRST_SEED` (where the range starts) and
 //! `COMMITGAP_SEED` (run just this one seed). Nothing else here reads the environment, and every
 //! run is decided by its seed alone.
 
+use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::db::Backend;
 use crate::faults::{self, FaultKind};
+use crate::findings::{
+    DEFAULT_SHRINK_MAX, FailingRun, FailingSeed, FailureGroup, Findings, KeepPolicy, group_failures,
+    seed_list, shrink_and_keep,
+};
 use crate::invariants::{self, Invariant};
+use crate::report::{NONDETERMINISM, UNSETTLED};
 use crate::run::{RunOptions, RunOutcome, run_seed};
-use crate::seed_file::{self, SeedFile, ShrunkRun};
+use crate::seed_file::{self, SeedFile};
 use crate::shape::WorkloadShape;
-use crate::shrink::{DEFAULT_SHRINK_RUNS, shrink};
-use crate::sweep::{SweepOptions, sweep};
+use crate::shrink::DEFAULT_SHRINK_RUNS;
+use crate::sweep::{Found, SweepLimits, SweepOptions, SweepReport, sweep_with_limits};
 use crate::system::System;
 
 /// Seeds a check sweeps when `COMMITGAP_CASES` is not set: a few seconds in a release build.
 pub const DEFAULT_CASES: u64 = 256;
+
+/// Failing seeds after which a check stops sweeping unless told otherwise: enough to show how
+/// often and how many ways a system fails, few enough that a broken system fails its test in
+/// seconds.
+pub const DEFAULT_MAX_FAILURES: u64 = 20;
+
+/// Failing seeds a failure message names by number for each invariant; the rest are counted.
+const SEEDS_NAMED: usize = 5;
+
+/// Seeds that could not run which a failure message names one by one; the rest are counted.
+const ERRORS_NAMED: usize = 5;
 
 /// One system's simulation check, built up and then [`Check::run`].
 pub struct Check {
@@ -48,6 +73,8 @@ pub struct Check {
     shape: WorkloadShape,
     replay_prefix: Option<String>,
     backend: Backend,
+    max_failures: u64,
+    shrink_max: u64,
 }
 
 /// What a check ran, when it found nothing.
@@ -57,6 +84,15 @@ pub struct CheckReport {
     pub regressions: usize,
     /// Seeds swept.
     pub seeds: u64,
+}
+
+/// What the sweep of a check found, as lines of its failure message.
+struct Swept {
+    /// One paragraph per invariant that failed, then the seeds that could not run.
+    problems: Vec<String>,
+    /// Seeds that failed or could not run.
+    failing: usize,
+    report: SweepReport,
 }
 
 impl Check {
@@ -72,6 +108,8 @@ impl Check {
             shape: WorkloadShape::default(),
             replay_prefix: None,
             backend: Backend::Memdb,
+            max_failures: DEFAULT_MAX_FAILURES,
+            shrink_max: DEFAULT_SHRINK_MAX,
         }
     }
 
@@ -124,8 +162,25 @@ impl Check {
         self
     }
 
-    /// Runs the check and panics with one paragraph per failure, each with the command that
-    /// reproduces it. Meant to be the body of a `#[test]`.
+    /// Stop handing out seeds once this many have failed (the seeds already running finish), as
+    /// `sweep --max-failures` does; 0 sweeps every seed of the range however many fail. The
+    /// default is [`DEFAULT_MAX_FAILURES`].
+    pub fn max_failures(mut self, failures: u64) -> Check {
+        self.max_failures = failures;
+        self
+    }
+
+    /// How many failures of each invariant get a seed file, the first in seed order, as
+    /// `sweep --shrink-max` does; the others are counted in the message and rerun by seed. At
+    /// least 1 (0 is taken as 1). The default is [`DEFAULT_SHRINK_MAX`].
+    pub fn shrink_max(mut self, files: u64) -> Check {
+        self.shrink_max = files.max(1);
+        self
+    }
+
+    /// Runs the check and panics with one paragraph per regression that still fails and per
+    /// invariant the sweep saw fail, each with the command that reproduces it. Meant to be the
+    /// body of a `#[test]`.
     pub fn run(self) {
         if let Err(message) = self.try_run() {
             panic!("{message}");
@@ -142,23 +197,36 @@ impl Check {
             invariants::register(Arc::clone(invariant))?;
         }
         let (first_seed, cases) = self.range_from_environment()?;
-        let mut problems = self.replay_regressions()?;
-        let regressions = problems.1;
-        let sweep_problems = self.sweep_range(first_seed, cases)?;
-        problems.0.extend(sweep_problems);
-        if problems.0.is_empty() {
-            Ok(CheckReport {
+        let (regression_problems, regressions) = self.replay_regressions()?;
+        let swept = self.sweep_range(first_seed, cases)?;
+        if regression_problems.is_empty() && swept.problems.is_empty() {
+            return Ok(CheckReport {
                 regressions,
-                seeds: cases,
-            })
-        } else {
-            Err(format!(
-                "commitgap: {} failing run(s) of {}:\n{}",
-                problems.0.len(),
-                self.system.name(),
-                problems.0.join("\n")
-            ))
+                seeds: swept.report.seeds_run,
+            });
         }
+        let mut headline = format!("commitgap: {}:", self.system.name());
+        if !regression_problems.is_empty() {
+            headline.push_str(&format!(
+                " {} of {regressions} seed files still fail;",
+                regression_problems.len()
+            ));
+        }
+        headline.push_str(&format!(
+            " {} of {} seeds swept failed",
+            swept.failing, swept.report.seeds_run
+        ));
+        if swept.report.stopped_by_max_failures {
+            // The seeds running when the limit was reached finish, so more may have failed.
+            headline.push_str(&format!(
+                " (stopped after {} failing seeds, max_failures {}; {} of {} seeds run)",
+                swept.failing, self.max_failures, swept.report.seeds_run, swept.report.seeds_planned
+            ));
+        }
+        let mut lines = vec![headline];
+        lines.extend(regression_problems);
+        lines.extend(swept.problems);
+        Err(lines.join("\n"))
     }
 
     /// The seed range, from the builder and the environment.
@@ -204,81 +272,150 @@ impl Check {
             };
             let outcome = run_seed(&self.system, file.seed, &options)?;
             if let Some(verdict) = verdict_of(&outcome) {
+                // The check runs the file's seed as drawn, not its shrunk run, so the command
+                // named is the one that runs the same: its step numbers are the ones said here.
+                let replay = match &self.replay_prefix {
+                    Some(prefix) => format!("replay: {prefix} replay {} --from seed", path.display()),
+                    None => format!("rerun: {}", self.rerun_line(file.seed)),
+                };
                 problems.push(format!(
-                    "  regression {} (seed {}) still fails: {verdict}\n    replay: {}",
+                    "  regression {} (seed {}) still fails, run from its seed as drawn: {verdict}\n    {replay}",
                     path.display(),
                     file.seed,
-                    self.replay_line(&path, file.seed)
                 ));
             }
         }
         Ok((problems, replayed))
     }
 
-    /// Sweeps the range; shrinks and writes each failure.
-    fn sweep_range(&self, first_seed: u64, seeds: u64) -> Result<Vec<String>, String> {
+    /// Sweeps the range, keeps the failures as `sweep` does (written as found, at most
+    /// `shrink_max` of each invariant, then shrunk and deduplicated), and describes them.
+    fn sweep_range(&self, first_seed: u64, seeds: u64) -> Result<Swept, String> {
+        let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         let options = SweepOptions {
             system: Arc::clone(&self.system),
             first_seed,
             seeds,
-            jobs: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            jobs,
             backend: self.backend,
             check_determinism: false,
             every_fault: false,
             shape: self.shape.clone(),
         };
-        let report = sweep(&options, &|_, _| {});
-        let mut problems: Vec<String> = report
-            .errors
+        let limits = SweepLimits {
+            max_failures: NonZeroU64::new(self.max_failures),
+            ..SweepLimits::default()
+        };
+        let findings = Findings::new(
+            &self.seeds_dir,
+            KeepPolicy {
+                shrink: true,
+                shrink_max: self.shrink_max,
+            },
+        );
+        let report = sweep_with_limits(&options, &limits, &|_| {}, &|found| {
+            if let Found::Failure(result) = found {
+                findings.keep_as_found(&result.outcome);
+            }
+        });
+        findings.settle();
+        shrink_and_keep(
+            &self.system,
+            &report.failures,
+            &findings,
+            jobs,
+            DEFAULT_SHRINK_RUNS,
+            &limits.stop,
+        );
+        let failing = failing_seeds(&report, &findings.written());
+        let unwritable = findings.unwritable();
+        let mut problems: Vec<String> = group_failures(failing, true)
             .iter()
-            .map(|(seed, error)| format!("  seed {seed} could not run: {error}"))
+            .map(|group| self.describe(group, unwritable.get(&group.shortest.seed)))
             .collect();
-        for result in &report.failures {
-            problems.push(self.keep(&result.outcome));
-        }
-        Ok(problems)
+        problems.extend(self.describe_errors(&report.errors));
+        Ok(Swept {
+            problems,
+            failing: report.failures.len() + report.errors.len(),
+            report,
+        })
     }
 
-    /// Writes a failing run's seed file (shrunk when it can be) and says how to replay it.
-    fn keep(&self, outcome: &RunOutcome) -> String {
-        let verdict = verdict_of(outcome).unwrap_or_else(|| "ran differently twice".to_owned());
-        // A sweep does not write runs down; the seed runs once more with its schedule recorded,
-        // which is what shrinking starts from.
-        let recorded = crate::shrink::record(&self.system, outcome.seed, &outcome.config).ok();
-        let outcome = recorded.as_ref().unwrap_or(outcome);
-        let mut file = SeedFile::from_outcome(outcome, String::new());
-        if let (Some(_), Some(schedule)) = (&outcome.failure, &outcome.schedule)
-            && let Ok(shrunk) = shrink(
-                &self.system,
-                outcome.seed,
-                &outcome.config,
-                schedule,
-                DEFAULT_SHRINK_RUNS,
-            )
-        {
-            file.shrunk = Some(ShrunkRun::from_shrunk(&shrunk));
+    /// One invariant's failures: how many seeds, and the shortest with the command that
+    /// replays it, in the step numbers that command prints.
+    fn describe(&self, group: &FailureGroup, unwritable: Option<&String>) -> String {
+        let shortest = &group.shortest;
+        let count = group.seeds.len();
+        let replays_file = self.replay_prefix.is_some() && shortest.file.is_some();
+        let mut text = format!(
+            "  {}: {count} failing seed{} ({}); shortest: seed {}, {}",
+            group.label,
+            if count == 1 { "" } else { "s" },
+            seed_list(&group.seeds, SEEDS_NAMED),
+            shortest.seed,
+            shortest.where_it_fails(replays_file)
+        );
+        // The message of the run the command replays: the shrunk run's, when it replays the file.
+        let run = if replays_file {
+            &shortest.replayed
+        } else {
+            &shortest.drawn
+        };
+        if let Some(message) = &run.message {
+            text.push_str(&format!(": {message}"));
         }
-        match file.write(&self.seeds_dir) {
-            Ok(path) => format!(
-                "  seed {} {verdict}\n    seed file: {}\n    replay: {}",
-                outcome.seed,
+        match (&shortest.file, unwritable) {
+            (Some(path), _) => text.push_str(&format!(
+                "\n    seed file: {}\n    {}",
                 path.display(),
-                self.replay_line(&path, outcome.seed)
-            ),
-            Err(error) => format!(
-                "  seed {} {verdict}\n    its seed file could not be written: {error}\n    rerun: {}",
-                outcome.seed,
-                self.rerun_line(outcome.seed)
-            ),
+                self.replay_line(path, shortest.seed)
+            )),
+            (None, Some(why)) => text.push_str(&format!(
+                "\n    its seed file could not be written: {why}\n    rerun: {}",
+                self.rerun_line(shortest.seed)
+            )),
+            (None, None) => text.push_str(&format!("\n    rerun: {}", self.rerun_line(shortest.seed))),
         }
+        text
     }
 
-    /// The command that replays a seed file: the team's program if it named one, else this
-    /// test with the seed set.
+    /// The seeds that could not run, the first few by name, each with the command that runs it
+    /// again.
+    fn describe_errors(&self, errors: &[(u64, String)]) -> Vec<String> {
+        let mut lines: Vec<String> = errors
+            .iter()
+            .take(ERRORS_NAMED)
+            .map(|(seed, error)| {
+                format!(
+                    "  seed {seed} could not run: {error}\n    rerun: {}",
+                    self.rerun_line(*seed)
+                )
+            })
+            .collect();
+        if errors.len() > ERRORS_NAMED {
+            lines.push(format!(
+                "  {} more seeds could not run: {}",
+                errors.len() - ERRORS_NAMED,
+                seed_list(
+                    &errors
+                        .iter()
+                        .skip(ERRORS_NAMED)
+                        .map(|(seed, _)| *seed)
+                        .collect::<Vec<_>>(),
+                    SEEDS_NAMED
+                )
+            ));
+        }
+        lines
+    }
+
+    /// The line that says how to reproduce a seed file's failure: `replay:` with the command
+    /// that replays the file, when the team named its program, else `rerun:` with this test on
+    /// the file's seed (which runs the seed as drawn, not the file's shrunk run).
     fn replay_line(&self, path: &Path, seed: u64) -> String {
         match &self.replay_prefix {
-            Some(prefix) => format!("{prefix} replay {}", path.display()),
-            None => self.rerun_line(seed),
+            Some(prefix) => format!("replay: {prefix} replay {}", path.display()),
+            None => format!("rerun: {}", self.rerun_line(seed)),
         }
     }
 
@@ -290,6 +427,47 @@ impl Check {
             .map_or_else(String::new, |name| format!(" {name}"));
         format!("COMMITGAP_SEED={seed} cargo test --release{test}")
     }
+}
+
+/// Each failure of a sweep as [`group_failures`] takes it: a seed that failed an invariant or did
+/// not settle, with the seed file `written` for it, and a seed whose two runs differed.
+fn failing_seeds(report: &SweepReport, written: &BTreeMap<u64, PathBuf>) -> Vec<FailingSeed> {
+    report
+        .failures
+        .iter()
+        .flat_map(|result| {
+            let outcome = &result.outcome;
+            let failed = (outcome.failure.is_some() || outcome.unsettled.is_some()).then(|| FailingSeed {
+                label: label_of(outcome),
+                seed: outcome.seed,
+                drawn: FailingRun::of_outcome(outcome),
+                file: written.get(&outcome.seed).cloned(),
+            });
+            let diverged = result.divergence.as_ref().map(|divergence| FailingSeed {
+                label: NONDETERMINISM.to_owned(),
+                seed: outcome.seed,
+                drawn: FailingRun {
+                    steps: outcome.steps,
+                    step: None,
+                    message: Some(format!(
+                        "two runs of the seed differ from trace line {}",
+                        divergence.line
+                    )),
+                    shrunk: false,
+                },
+                file: None,
+            });
+            failed.into_iter().chain(diverged)
+        })
+        .collect()
+}
+
+/// What a failing run failed: its invariant, or [`UNSETTLED`] for a run that did not settle.
+fn label_of(outcome: &RunOutcome) -> String {
+    outcome
+        .failure
+        .as_ref()
+        .map_or_else(|| UNSETTLED.to_owned(), |failure| failure.invariant.clone())
 }
 
 /// What went wrong in a run, in one line, or `None` when it passed.

@@ -8,10 +8,13 @@
 //! figures and the time budget) and starts threads, both strictly outside any simulated run.
 //!
 //! A sweep may run one shard of its range (see [`Shard`]) and may stop handing out seeds when a
-//! time budget is spent. Neither changes what any seed concludes, only which seeds run; a sweep
-//! must never let the clock or the shard reach inside a run.
+//! time budget is spent or once a number of seeds have failed ([`SweepLimits::max_failures`]), so
+//! that a broken system is reported in seconds rather than after its whole range. None of these
+//! changes what any seed concludes, only which seeds run; a sweep must never let the clock, the
+//! shard or the failures of other seeds reach inside a run.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -138,12 +141,16 @@ impl StopFlag {
 }
 
 /// Which of the range's seeds a sweep runs, beyond [`SweepOptions`]: a shard, a time budget
-/// after which no new seed is handed out (the seeds already running finish), a stop flag with the
-/// same effect, and whether the report lists every seed's digest.
+/// after which no new seed is handed out (the seeds already running finish), a number of failing
+/// seeds and a stop flag with the same effect, and whether the report lists every seed's digest.
 #[derive(Debug, Clone)]
 pub struct SweepLimits {
     pub shard: Shard,
     pub time_budget: Option<Duration>,
+    /// Hand out no new seed once this many seeds have failed or could not run; the seeds already
+    /// running finish, so a sweep over several jobs may end with up to `jobs - 1` more. `None`,
+    /// the default, runs every planned seed however many fail.
+    pub max_failures: Option<NonZeroU64>,
     /// Keep every seed's digest in [`SweepReport::digests`]. Off for the command: a sweep of a
     /// million seeds would hold a million digests for nobody.
     pub keep_digests: bool,
@@ -156,6 +163,7 @@ impl Default for SweepLimits {
         SweepLimits {
             shard: Shard::WHOLE,
             time_budget: None,
+            max_failures: None,
             keep_digests: false,
             stop: StopFlag::new(),
         }
@@ -314,6 +322,8 @@ pub struct SweepReport {
     pub stopped_by_budget: bool,
     /// Whether the stop flag stopped the sweep before it ran every planned seed.
     pub interrupted: bool,
+    /// Whether [`SweepLimits::max_failures`] stopped the sweep before it ran every planned seed.
+    pub stopped_by_max_failures: bool,
     /// Failing seeds (invariant or determinism), sorted by seed.
     pub failures: Vec<SeedResult>,
     /// Seeds that could not run at all, with the reason, sorted by seed.
@@ -373,12 +383,14 @@ struct Shared<'a> {
     failed: AtomicU64,
     steps: AtomicU64,
     budget_spent: AtomicBool,
+    failures_reached: AtomicBool,
     collected: Mutex<Collected>,
 }
 
 impl Shared<'_> {
-    /// The next seed of the shard, or `None` once the shard is done, the time budget is spent
-    /// or the stop flag is raised. The budget and the flag are checked before a seed is taken.
+    /// The next seed of the shard, or `None` once the shard is done, the time budget is spent,
+    /// enough seeds have failed or the stop flag is raised. All three are checked before a seed
+    /// is taken.
     fn take_seed(&self) -> Option<u64> {
         if self
             .limits
@@ -386,6 +398,14 @@ impl Shared<'_> {
             .is_some_and(|budget| self.started.elapsed() >= budget)
         {
             self.budget_spent.store(true, Ordering::Relaxed);
+            return None;
+        }
+        if self
+            .limits
+            .max_failures
+            .is_some_and(|most| self.failed.load(Ordering::Relaxed) >= most.get())
+        {
+            self.failures_reached.store(true, Ordering::Relaxed);
             return None;
         }
         if self.limits.stop.is_raised() {
@@ -453,12 +473,14 @@ impl Shared<'_> {
 }
 
 /// Runs the seeds of `limits.shard` in order, handing out no new seed once the time budget is
-/// spent or the stop flag is raised. `on_found` is called with each failure or error the moment
-/// its seed finishes, and `on_progress` after each seed, both from any thread.
+/// spent, `limits.max_failures` seeds have failed or the stop flag is raised. `on_found` is
+/// called with each failure or error the moment its seed finishes, and `on_progress` after each
+/// seed, both from any thread.
 ///
-/// Seeds are handed out from one counter, and the budget and the flag are checked before a seed
-/// is taken, so the seeds that ran are always a prefix of the shard's seeds: every seed handed
-/// out finishes.
+/// Seeds are handed out from one counter, and the budget, the failures and the flag are checked
+/// before a seed is taken, so the seeds that ran are always a prefix of the shard's seeds: every
+/// seed handed out finishes. With one job, a sweep stopped by `max_failures` ends exactly at its
+/// N-th failing seed; with several, the seeds in flight then may add a few more failures.
 pub fn sweep_with_limits(
     options: &SweepOptions,
     limits: &SweepLimits,
@@ -477,6 +499,7 @@ pub fn sweep_with_limits(
         failed: AtomicU64::new(0),
         steps: AtomicU64::new(0),
         budget_spent: AtomicBool::new(false),
+        failures_reached: AtomicBool::new(false),
         collected: Mutex::new(Collected::default()),
     };
     let jobs = options.jobs.max(1).min(planned.max(1) as usize);
@@ -496,6 +519,7 @@ pub fn sweep_with_limits(
         done,
         steps,
         budget_spent,
+        failures_reached,
         collected,
         ..
     } = state;
@@ -514,6 +538,7 @@ pub fn sweep_with_limits(
         seeds_planned: planned,
         stopped_by_budget: budget_spent.into_inner() && seeds_run < planned,
         interrupted: limits.stop.is_raised() && seeds_run < planned,
+        stopped_by_max_failures: failures_reached.into_inner() && seeds_run < planned,
         failures: collected.failures,
         errors: collected.errors,
         steps: steps.into_inner(),
@@ -782,6 +807,63 @@ mod tests {
             "{} seeds ran: the five before the flag and at most one more per job",
             report.seeds_run
         );
+    }
+
+    #[test]
+    fn max_failures_stops_handing_out_seeds_once_enough_seeds_have_failed() {
+        let options = |jobs: usize, seeds: u64| SweepOptions {
+            system: crate::systems::by_name("receipt-first").unwrap(),
+            first_seed: 0,
+            seeds,
+            jobs,
+            backend: Backend::Memdb,
+            check_determinism: false,
+            every_fault: false,
+            shape: WorkloadShape::default(),
+        };
+        let failing = |report: &SweepReport| -> Vec<u64> {
+            report.failures.iter().map(|result| result.outcome.seed).collect()
+        };
+        let whole = sweep_with_limits(&options(2, 40), &SweepLimits::default(), &|_| {}, &|_| {});
+        assert!(!whole.stopped_by_max_failures, "no limit, no early stop");
+        let all_failing = failing(&whole);
+        assert!(
+            all_failing.len() >= 4,
+            "receipt-first fails most seeds: {all_failing:?}"
+        );
+        let limits = SweepLimits {
+            max_failures: NonZeroU64::new(3),
+            ..SweepLimits::default()
+        };
+
+        // One job: the sweep ends exactly at the third failing seed.
+        let one_job = sweep_with_limits(&options(1, 40), &limits, &|_| {}, &|_| {});
+        assert!(one_job.stopped_by_max_failures && !one_job.interrupted);
+        assert_eq!(failing(&one_job), all_failing[..3]);
+        assert_eq!(one_job.seeds_run, all_failing[2] + 1);
+        assert_eq!(one_job.seeds_planned, 40);
+
+        // Two jobs: the seed in flight when the third failure comes in finishes too, and the
+        // seeds that ran are still a prefix of the range, failing as they do in the whole sweep.
+        let two_jobs = sweep_with_limits(&options(2, 40), &limits, &|_| {}, &|_| {});
+        assert!(two_jobs.stopped_by_max_failures);
+        let found = failing(&two_jobs);
+        assert!((3..=4).contains(&found.len()), "{found:?}");
+        let in_prefix: Vec<u64> = all_failing
+            .iter()
+            .copied()
+            .filter(|seed| *seed < two_jobs.seeds_run)
+            .collect();
+        assert_eq!(found, in_prefix, "{} seeds ran", two_jobs.seeds_run);
+
+        // A limit the range never reaches changes nothing.
+        let unreached = SweepLimits {
+            max_failures: NonZeroU64::new(1_000),
+            ..SweepLimits::default()
+        };
+        let report = sweep_with_limits(&options(2, 40), &unreached, &|_| {}, &|_| {});
+        assert!(!report.stopped_by_max_failures);
+        assert_eq!((report.seeds_run, failing(&report)), (40, all_failing));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Nothing a sweep finds is lost: not when it is killed, interrupted or short of disk.
 //!
-//! Each failure's FAIL line and `replay --seed` command are printed the moment its seed finishes,
-//! and its seed file (the run as found) is written atomically and flushed before the sweep goes
+//! The first failures of each invariant are printed the moment their seed finishes, each FAIL
+//! line with its `replay --seed` command, and the rest are counted in the closing lines. A
+//! failure's seed file (the run as found) is written atomically and flushed before the sweep goes
 //! on. SIGINT and SIGTERM stop the sweep gracefully: no new seeds, the running ones finish, the
-//! summary says it was interrupted, and the exit code is 1 when something failed, else 130. A seed file that cannot be written leaves the failure reported
-//! and counted. These tests run the built binary and send it real signals.
+//! summary says it was interrupted, and the exit code is 1 when something failed, else 130. A
+//! seed file that cannot be written leaves the failure reported and counted. These tests run the
+//! built binary and send it real signals.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -327,28 +329,58 @@ fn on_a_full_disk_every_failure_is_still_reported_and_the_exit_code_is_the_sweep
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let errors = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(1), "{text}\n{errors}");
-    let failures = text.lines().filter(|line| line.starts_with("FAIL seed")).count();
+    let summary = text.lines().last().unwrap();
+    let failures: usize = summary
+        .strip_prefix("sweep: 40 seeds, ")
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("a summary of 40 seeds: {text}"));
+    assert!(failures >= 20, "receipt-first fails most seeds: {text}");
+    // The first failures of each invariant are printed as they are found, each with its replay
+    // command; the rest are counted, and the grouped lines at the end count every one.
+    let printed = text.lines().filter(|line| line.starts_with("FAIL seed")).count();
     let replays = text
         .lines()
         .filter(|line| line.starts_with("  replay: ") && line.contains("--seed"))
         .count();
-    assert!(failures >= 20, "receipt-first fails most seeds: {text}");
-    assert_eq!(replays, failures, "every failure has its replay command: {text}");
-    let unwritten = text
+    assert!(printed >= 10, "{text}");
+    assert_eq!(
+        replays, printed,
+        "every printed failure has its replay command: {text}"
+    );
+    let grouped: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("failures: "))
+        .collect();
+    let counted: usize = grouped
+        .iter()
+        .map(|line| {
+            line.split(" in ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next()?.parse::<usize>().ok())
+                .unwrap_or_else(|| panic!("{line}"))
+        })
+        .sum();
+    assert_eq!(counted, failures, "the grouped lines count every failure: {text}");
+    assert!(
+        grouped
+            .iter()
+            .all(|line| line.contains("; replay: ") && line.contains(" replay --seed ")),
+        "with no seed file, each group's shortest failure replays by seed: {text}"
+    );
+    let unwritten_printed = text
         .lines()
         .filter(|line| line.starts_with("  no seed file: cannot write"))
         .count();
-    assert!(unwritten >= 1, "{text}");
+    assert!(unwritten_printed >= 1, "{text}");
+    let unwritten: usize = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("corpus: "))
+        .find(|rest| rest.contains(" could not be written ("))
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the summary counts the files not written: {text}"));
     assert!(
-        text.contains(&format!("corpus: {unwritten} seed files could not be written")),
-        "the summary counts them: {text}"
-    );
-    assert!(
-        text.lines()
-            .last()
-            .unwrap()
-            .starts_with(&format!("sweep: 40 seeds, {failures} failures")),
-        "{text}"
+        (unwritten_printed..=failures).contains(&unwritten),
+        "{unwritten} files not written, {unwritten_printed} of them printed, {failures} failures: {text}"
     );
     assert!(
         errors.contains("--json") && errors.contains("the sweep's own result stands (exit 1)"),
