@@ -5,27 +5,27 @@
 use std::sync::Arc;
 
 use commitgap::receiver::Answer;
+use commitgap_sim::domain::Domain;
+#[allow(unused_imports)]
+use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
 use commitgap_sim::faults::Attack;
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::signing::{CURRENT_GENERATION, hostile_request, signed_delivery};
-use commitgap_sim::system::{Fixtures, OrderFixture, System};
+use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
 use commitgap_sim::systems::planted::{FutureTimestampRejected, UnverifiedSignature};
-use commitgap_sim::workload::{EventKind, EventSpec};
+use commitgap_sim::workload::EventSpec;
 use commitgap_sim::world::Origin;
 
 fn payment() -> EventSpec {
-    EventSpec {
-        account: "acct-a".into(),
-        event_id: "evt-1".into(),
-        tenant: "tenant-a".into(),
-        order: "order-1".into(),
-        kind: EventKind::Payment,
-        amount_cents: 1250,
-        created_ms: 0,
-        deliver_at_ms: 0,
-        subscriptions: 1,
-        extra_deliveries: Vec::new(),
+    {
+        let mut event = EventSpec::new("acct-a", "tenant-a", "order-1", PAYMENT, 0);
+        event.event_id = String::from("evt-1");
+        event.deliver_at_ms = 0;
+        if commitgap_sim::domain::payments::carries_amount(&event.kind) {
+            event = event.with(AMOUNT, 1250);
+        }
+        event
     }
 }
 
@@ -35,13 +35,9 @@ fn scenario(system: impl System + 'static) -> Scenario {
             ("acct-a".into(), "tenant-a".into()),
             ("acct-b".into(), "tenant-b".into()),
         ],
-        orders: ["tenant-a", "tenant-b"]
+        subjects: ["tenant-a", "tenant-b"]
             .iter()
-            .map(|tenant| OrderFixture {
-                tenant: (*tenant).into(),
-                order: "order-1".into(),
-                amount_cents: 1250,
-            })
+            .map(|tenant| SubjectFixture::new(tenant, "order-1").with(AMOUNT, 1250))
             .collect(),
     };
     Scenario::new(
@@ -59,7 +55,7 @@ fn genuine(timestamp_s: i64) -> commitgap::receiver::WebhookDelivery {
         "acct-a",
         "msg_evt-1",
         timestamp_s,
-        payment().body().into_bytes(),
+        Payments.body(&payment()).into_bytes(),
         CURRENT_GENERATION,
     )
 }
@@ -153,7 +149,7 @@ fn every_rule_an_invalid_event_breaks_is_refused_for_its_own_reason() {
             "acct-a",
             &webhook_id,
             0,
-            payment().body().into_bytes(),
+            Payments.body(&payment()).into_bytes(),
             CURRENT_GENERATION,
         );
         let mut scenario = scenario(ReferenceSystem::reference());

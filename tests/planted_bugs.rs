@@ -73,7 +73,7 @@ const BUDGETS: [(&str, u64, &str); 21] = [
     ("key-from-event", 10, "receipt-commits-with-its-work"),
     ("unfenced-completion", 40, "completion-by-lease-holder"),
     ("short-lease", 12, "one-effect-per-operation"),
-    ("receipt-only-guard", 10, "order-state-moves-forward"),
+    ("receipt-only-guard", 10, "state-moves-along-allowed-transitions"),
     ("ack-before-commit", 4, "success-answer-has-receipt"),
     ("call-inside-transaction", 5, "request-matches-obligation"),
     ("outbox-on-other-connection", 5, "receipt-commits-with-its-work"),

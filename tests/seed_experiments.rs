@@ -15,34 +15,29 @@ use std::sync::Arc;
 use commitgap::provider::ProviderRequest;
 use commitgap::receiver::{Answer, SuccessKind};
 use commitgap::relay::RelaySettings;
+#[allow(unused_imports)]
+use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
-use commitgap_sim::system::{Fixtures, OrderFixture};
+use commitgap_sim::system::{Fixtures, SubjectFixture};
 use commitgap_sim::systems::ReferenceSystem;
-use commitgap_sim::workload::{EventKind, EventSpec};
+use commitgap_sim::workload::EventSpec;
 
 fn fixtures() -> Fixtures {
     Fixtures {
         accounts: vec![("account-a".to_owned(), "tenant-a".to_owned())],
-        orders: vec![OrderFixture {
-            tenant: "tenant-a".into(),
-            order: "order-1".into(),
-            amount_cents: 1250,
-        }],
+        subjects: vec![SubjectFixture::new("tenant-a", "order-1").with(AMOUNT, 1250)],
     }
 }
 
 fn payment(event_id: &str) -> EventSpec {
-    EventSpec {
-        account: "account-a".into(),
-        event_id: event_id.into(),
-        tenant: "tenant-a".into(),
-        order: "order-1".into(),
-        kind: EventKind::Payment,
-        amount_cents: 1250,
-        created_ms: 0,
-        deliver_at_ms: 0,
-        subscriptions: 1,
-        extra_deliveries: Vec::new(),
+    {
+        let mut event = EventSpec::new("account-a", "tenant-a", "order-1", PAYMENT, 0);
+        event.event_id = String::from(event_id);
+        event.deliver_at_ms = 0;
+        if commitgap_sim::domain::payments::carries_amount(&event.kind) {
+            event = event.with(AMOUNT, 1250);
+        }
+        event
     }
 }
 

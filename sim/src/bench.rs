@@ -599,10 +599,7 @@ mod tests {
 
             let recorded = RecordedSql {
                 backend,
-                fixtures: Fixtures {
-                    accounts: Vec::new(),
-                    orders: Vec::new(),
-                },
+                fixtures: Fixtures::default(),
                 ops,
             };
             let replay = replay_bare(&recorded, &|connection, _| {

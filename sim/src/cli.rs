@@ -245,6 +245,12 @@ struct ShapeArgs {
     /// These fault models are never drawn (comma-separated).
     #[arg(long, value_name = "A,B")]
     without_faults: Option<String>,
+    /// Only these invariants judge the runs (comma-separated; see `list`). Recorded in seed files, so a replay judges the same way.
+    #[arg(long, value_name = "A,B")]
+    invariants: Option<String>,
+    /// These invariants never judge the runs (comma-separated).
+    #[arg(long, value_name = "A,B")]
+    without_invariants: Option<String>,
     /// Never put values at the receiver's limits (a 128-character order name, an amount of 10^12 cents, an event created at time 0, a body at the configured limit), for a receiver with stricter limits.
     #[arg(long)]
     no_edge_values: bool,
@@ -504,14 +510,46 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
             .map(split_names)
             .unwrap_or_default(),
         no_edge_values: args.no_edge_values,
+        invariants: args.invariants.as_deref().map(split_names),
+        without_invariants: args
+            .without_invariants
+            .as_deref()
+            .map(split_names)
+            .unwrap_or_default(),
     };
     shape = overlay(shape, from_flags);
+    check_invariant_names(app, &shape)?;
     let known: Vec<String> = faults::registry()
         .iter()
         .map(|kind| kind.name.to_owned())
         .collect();
     shape.check(&known).map_err(UsageError)?;
     Ok(shape)
+}
+
+/// Refuses invariant names that no system of `app` is judged by.
+fn check_invariant_names(app: &App, shape: &WorkloadShape) -> Result<(), UsageError> {
+    let mut known = std::collections::BTreeSet::new();
+    for system in app.systems().iter().chain(app.planted_bugs()) {
+        for invariant in invariants::registry(&*system.domain()) {
+            known.insert(invariant.name().to_owned());
+        }
+    }
+    let named = shape.invariants.iter().flatten().chain(&shape.without_invariants);
+    for name in named {
+        if !known.contains(name) {
+            let flag = if shape.without_invariants.contains(name) {
+                "--without-invariants"
+            } else {
+                "--invariants"
+            };
+            return Err(UsageError(format!(
+                "{flag} names {:?}, which is no invariant of this program; `list` shows them",
+                files::clip(name, 80)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `base` with every setting `top` narrows replaced by `top`'s.
@@ -530,6 +568,8 @@ fn overlay(base: WorkloadShape, top: WorkloadShape) -> WorkloadShape {
         receipt_retention_ms: top.receipt_retention_ms.or(base.receipt_retention_ms),
         faults: top.faults.or(base.faults),
         without_faults,
+        invariants: top.invariants.or(base.invariants),
+        without_invariants: [base.without_invariants, top.without_invariants].concat(),
         no_edge_values: top.no_edge_values || base.no_edge_values,
     }
 }
@@ -1941,7 +1981,7 @@ fn list(app: &App) {
     for kind in faults::registry() {
         say!("fault      {:<42} {}", kind.name, kind.description);
     }
-    for invariant in invariants::registry() {
+    for invariant in invariants::registry(&*crate::domain::payments()) {
         say!(
             "invariant  {:<42} {}: {}",
             invariant.name(),

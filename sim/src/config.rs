@@ -12,13 +12,12 @@ use std::collections::BTreeMap;
 use commitgap::relay::RelaySettings;
 use serde::{Deserialize, Serialize};
 
-use crate::db::Backend;
+use crate::backend::Backend;
 use crate::faults::{self, FaultContext};
 use crate::rng::{Ratio, SimRng};
 use crate::sender::SenderPreset;
+use crate::shape::InvariantChoice;
 use crate::shape::{CountRange, WorkloadShape};
-use crate::system::{Fixtures, OrderFixture};
-use crate::workload::{EventKind, EventSpec, Workload};
 
 const SECOND_MS: i64 = 1_000;
 const MINUTE_MS: i64 = 60 * SECOND_MS;
@@ -81,6 +80,10 @@ pub struct SimConfig {
     pub liveness_ms_per_stream: i64,
     /// Each fault model's settings, by name.
     pub faults: BTreeMap<String, serde_json::Value>,
+    /// Which invariants judge the run, as the sweep chose them (every one unless narrowed), so
+    /// that a replay of the seed file judges the same way.
+    #[serde(default, skip_serializing_if = "InvariantChoice::is_every")]
+    pub invariants: InvariantChoice,
 }
 
 impl SimConfig {
@@ -170,6 +173,13 @@ impl SimConfig {
                 .min(self.relay.call_timeout_ms / 2)
                 .max(1);
         }
+        self.invariants = InvariantChoice {
+            only: shape
+                .invariants
+                .as_ref()
+                .map(|names| names.iter().cloned().collect()),
+            without: shape.without_invariants.iter().cloned().collect(),
+        };
     }
 
     fn draw_unshaped(seed: u64, backend: Backend) -> SimConfig {
@@ -228,6 +238,20 @@ impl SimConfig {
             liveness_steps_per_stream: default_liveness_steps_per_stream(),
             liveness_ms_per_stream: default_liveness_ms_per_stream(),
             faults: BTreeMap::new(),
+            invariants: InvariantChoice::default(),
+        }
+    }
+
+    /// What this configuration says about the workload its system's domain draws.
+    pub fn workload_settings(&self) -> crate::shape::WorkloadSettings {
+        crate::shape::WorkloadSettings {
+            tenants: self.tenants,
+            subjects_per_tenant: self.orders_per_tenant,
+            emit_window_ms: self.emit_window_ms,
+            completed_subjects: self.paid_orders,
+            updates_per_subject: self.updates_per_order.map(|range| (range.min, range.max)),
+            racing_subjects: self.racing_orders,
+            edge_values: self.edge_values,
         }
     }
 
@@ -503,212 +527,12 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-impl Workload {
-    /// In one seed in four, a payment for an order that does not exist, which a receiver must
-    /// refuse without committing anything.
-    fn draw_missing_order_event(
-        rng: &mut SimRng,
-        accounts: &[(String, String)],
-        window_ms: i64,
-    ) -> Option<EventSpec> {
-        if !rng.chance(Ratio::new(1, 4)) {
-            return None;
-        }
-        let (account, tenant) = accounts[rng.below(accounts.len() as u64) as usize].clone();
-        let created_ms = rng.between(0, window_ms - 1);
-        Some(EventSpec {
-            account,
-            event_id: String::new(),
-            tenant,
-            order: "order-missing".to_owned(),
-            kind: EventKind::Payment,
-            amount_cents: 500,
-            created_ms,
-            deliver_at_ms: created_ms,
-            subscriptions: 1,
-            extra_deliveries: Vec::new(),
-        })
-    }
-
-    /// Gives `events`, in creation order, ids that count per account: `evt-1`, `evt-2`, ...
-    fn number_events(events: &mut [EventSpec]) {
-        let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
-        for event in events {
-            let counter = next_id.entry(event.account.clone()).or_insert(0);
-            *counter += 1;
-            event.event_id = format!("evt-{counter}");
-        }
-    }
-
-    /// Moves values to the receiver's limits, each just inside (see `SimConfig::edge_values`): one
-    /// order's name to exactly `NAME_CHARS_MAX` characters, the first update's amount to
-    /// `AMOUNT_CENTS_MAX`, and the first event's creation time to 0 (unless it is an update).
-    /// `events` are in creation order.
-    fn put_values_at_the_edges(seed: u64, orders: &mut [OrderFixture], events: &mut [EventSpec]) {
-        use commitgap::receiver::{AMOUNT_CENTS_MAX, NAME_CHARS_MAX};
-        let mut rng = SimRng::stream(seed, "workload/edges");
-        if !orders.is_empty() {
-            let fixture = &mut orders[rng.below(orders.len() as u64) as usize];
-            let mut longest = format!("{}-", fixture.order);
-            let padding = NAME_CHARS_MAX.saturating_sub(longest.len());
-            longest.extend(std::iter::repeat_n('x', padding));
-            for event in events.iter_mut() {
-                if event.tenant == fixture.tenant && event.order == fixture.order {
-                    event.order.clone_from(&longest);
-                }
-            }
-            fixture.order = longest;
-        }
-        if let Some(update) = events.iter_mut().find(|event| event.kind == EventKind::Update) {
-            update.amount_cents = AMOUNT_CENTS_MAX;
-        }
-        // Not an update: an order's amount is versioned from time 0, so an update created then
-        // would be as old as the amount it replaces.
-        if let Some(first) = events.first_mut().filter(|event| event.kind != EventKind::Update) {
-            first.created_ms = 0;
-            first.deliver_at_ms = 0;
-        }
-    }
-
-    /// For a share of the orders (`config.racing_orders`), an event that races with the order's
-    /// story: a cancellation of a paid order, or a refund of a cancelled one, created at any time
-    /// in the window, so it may be created (and arrive) before or after the event it races with.
-    /// A correct receiver lets whichever arrives first decide; the other makes no transition.
-    fn draw_races(
-        seed: u64,
-        config: &SimConfig,
-        orders: &[OrderFixture],
-        events: &[EventSpec],
-    ) -> Vec<EventSpec> {
-        if config.racing_orders.numerator == 0 {
-            return Vec::new();
-        }
-        let mut rng = SimRng::stream(seed, "workload/races");
-        let mut races = Vec::new();
-        for order in orders {
-            if !rng.chance(config.racing_orders) {
-                continue;
-            }
-            let story: Vec<&EventSpec> = events
-                .iter()
-                .filter(|event| event.tenant == order.tenant && event.order == order.order)
-                .collect();
-            let Some(event) = story.first() else {
-                continue;
-            };
-            let story: Vec<EventKind> = story.iter().map(|event| event.kind).collect();
-            let kind = if story.contains(&EventKind::Refund) {
-                continue;
-            } else if story.contains(&EventKind::Payment) {
-                EventKind::Cancel
-            } else if story.contains(&EventKind::Cancel) {
-                EventKind::Refund
-            } else {
-                continue;
-            };
-            let created_ms = rng.between(0, config.emit_window_ms - 1);
-            races.push(EventSpec {
-                kind,
-                amount_cents: 0,
-                created_ms,
-                deliver_at_ms: created_ms,
-                subscriptions: 1,
-                extra_deliveries: Vec::new(),
-                ..(*event).clone()
-            });
-        }
-        races
-    }
-
-    /// Draws the workload of `seed` for `config`: per order, a story (paid; paid then refunded;
-    /// cancelled; or left unpaid), sometimes amount updates, sometimes an event for an order that
-    /// does not exist. Event ids count per account, so accounts share id strings.
-    pub fn draw(seed: u64, config: &SimConfig) -> Workload {
-        let mut rng = SimRng::stream(seed, "workload");
-        let mut updates_rng = SimRng::stream(seed, "workload/updates");
-        let window_ms = config.emit_window_ms;
-        let mut accounts = Vec::new();
-        let mut orders = Vec::new();
-        let mut events = Vec::new();
-        for tenant_index in 0..config.tenants {
-            let letter = char::from(b'a' + tenant_index as u8);
-            let tenant = format!("tenant-{letter}");
-            let account = format!("acct-{letter}");
-            accounts.push((account.clone(), tenant.clone()));
-            for order_index in 1..=config.orders_per_tenant {
-                let order = format!("order-{order_index}");
-                let amount_cents = rng.between(100, 100_000);
-                orders.push(OrderFixture {
-                    tenant: tenant.clone(),
-                    order: order.clone(),
-                    amount_cents,
-                });
-                let new_event = |kind, amount_cents, created_ms| EventSpec {
-                    account: account.clone(),
-                    event_id: String::new(),
-                    tenant: tenant.clone(),
-                    order: order.clone(),
-                    kind,
-                    amount_cents,
-                    created_ms,
-                    deliver_at_ms: created_ms,
-                    subscriptions: 1,
-                    extra_deliveries: Vec::new(),
-                };
-                let paid_at_ms = rng.between(0, window_ms - 1);
-                let story = rng.below(20);
-                if rng.chance(config.paid_orders) && story < 14 {
-                    events.push(new_event(EventKind::Payment, amount_cents, paid_at_ms));
-                    if story >= 11 {
-                        events.push(new_event(
-                            EventKind::Refund,
-                            0,
-                            rng.between(paid_at_ms + 1, paid_at_ms + window_ms),
-                        ));
-                    }
-                } else if story < 17 {
-                    events.push(new_event(EventKind::Cancel, 0, paid_at_ms));
-                }
-                let mut updates = Vec::new();
-                if rng.chance(Ratio::new(1, 4)) {
-                    // Updates get distinct creation times, so "newest wins" is well defined.
-                    let first_ms = rng.between(0, window_ms - 1);
-                    updates.push(new_event(EventKind::Update, rng.between(100, 100_000), first_ms));
-                    if rng.chance(Ratio::new(1, 2)) {
-                        let second_ms = first_ms + rng.between(1, window_ms);
-                        updates.push(new_event(EventKind::Update, rng.between(100, 100_000), second_ms));
-                    }
-                }
-                if let Some(range) = config.updates_per_order {
-                    // The usual draws above are still made, so every other event of the workload
-                    // is what it would have been; only the updates come from their own stream.
-                    updates.clear();
-                    let count = updates_rng.between(i64::from(range.min), i64::from(range.max));
-                    let mut created_ms = updates_rng.between(0, window_ms - 1);
-                    for _ in 0..count {
-                        let amount_cents = updates_rng.between(100, 100_000);
-                        updates.push(new_event(EventKind::Update, amount_cents, created_ms));
-                        created_ms += updates_rng.between(1, window_ms);
-                    }
-                }
-                events.extend(updates);
-            }
-        }
-        events.extend(Workload::draw_missing_order_event(&mut rng, &accounts, window_ms));
-        let races = Workload::draw_races(seed, config, &orders, &events);
-        events.extend(races);
-        events.sort_by_key(|event| event.created_ms);
-        Workload::number_events(&mut events);
-        if config.edge_values {
-            Workload::put_values_at_the_edges(seed, &mut orders, &mut events);
-        }
-        Workload::new(Fixtures { accounts, orders }, events)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Domain;
+    use crate::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
+    use crate::workload::{EventSpec, Workload};
 
     #[test]
     fn a_shape_narrows_what_it_names_and_leaves_every_other_draw_alone() {
@@ -734,15 +558,15 @@ mod tests {
                 "seed {seed}: unnamed settings are drawn as before"
             );
             shaped.validate().unwrap();
-            let workload = Workload::draw(seed, &shaped);
-            for order in &workload.fixtures.orders {
+            let workload = crate::domain::draw_workload(&Payments, seed, &shaped.workload_settings());
+            for order in &workload.fixtures.subjects {
                 let updates = workload
                     .events
                     .iter()
-                    .filter(|event| event.order == order.order && event.tenant == order.tenant)
-                    .filter(|event| event.kind == EventKind::Update)
+                    .filter(|event| event.subject == order.subject && event.tenant == order.tenant)
+                    .filter(|event| event.kind == UPDATE)
                     .count();
-                assert_eq!(updates, 2, "seed {seed}: {}/{}", order.tenant, order.order);
+                assert_eq!(updates, 2, "seed {seed}: {}/{}", order.tenant, order.subject);
             }
         }
     }
@@ -791,12 +615,12 @@ mod tests {
         let mut with_edges = 0;
         for seed in 0..200 {
             let config = SimConfig::draw(seed, Backend::Memdb);
-            let workload = Workload::draw(seed, &config);
+            let workload = crate::domain::draw_workload(&Payments, seed, &config.workload_settings());
             let longest = workload
                 .fixtures
-                .orders
+                .subjects
                 .iter()
-                .map(|order| order.order.len())
+                .map(|order| order.subject.len())
                 .max();
             if !config.edge_values {
                 assert!(longest < Some(NAME_CHARS_MAX), "seed {seed}");
@@ -805,19 +629,15 @@ mod tests {
             with_edges += 1;
             assert_eq!(longest, Some(NAME_CHARS_MAX), "seed {seed}");
             for event in &workload.events {
-                commitgap::receiver::WebhookEvent::parse(&event.body())
+                commitgap::receiver::WebhookEvent::parse(&Payments.body(event))
                     .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
             }
-            if let Some(update) = workload
-                .events
-                .iter()
-                .find(|event| event.kind == EventKind::Update)
-            {
+            if let Some(update) = workload.events.iter().find(|event| event.kind == UPDATE) {
                 assert!(
                     workload
                         .events
                         .iter()
-                        .any(|event| event.amount_cents == AMOUNT_CENTS_MAX),
+                        .any(|event| event.number(AMOUNT) == Some(AMOUNT_CENTS_MAX)),
                     "seed {seed}: {update:?}"
                 );
             }
@@ -842,21 +662,23 @@ mod tests {
                 edge_values: false,
                 ..SimConfig::draw(seed, Backend::Memdb)
             };
-            let with_races = Workload::draw(seed, &config);
-            let without = Workload::draw(
+            let with_races = crate::domain::draw_workload(&Payments, seed, &config.workload_settings());
+            let without = crate::domain::draw_workload(
+                &Payments,
                 seed,
                 &SimConfig {
                     racing_orders: Ratio::NEVER,
                     ..config.clone()
-                },
+                }
+                .workload_settings(),
             );
             let is_race = |event: &EventSpec, workload: &Workload| {
-                let kinds: Vec<EventKind> = workload
-                    .events_for_order(&event.tenant, &event.order)
-                    .map(|event| event.kind)
+                let kinds: Vec<&str> = workload
+                    .events_for_subject(&event.tenant, &event.subject)
+                    .map(|event| event.kind.as_str())
                     .collect();
-                (kinds.contains(&EventKind::Payment) && kinds.contains(&EventKind::Cancel))
-                    || (kinds.contains(&EventKind::Cancel) && kinds.contains(&EventKind::Refund))
+                (kinds.contains(&PAYMENT) && kinds.contains(&CANCEL))
+                    || (kinds.contains(&CANCEL) && kinds.contains(&REFUND))
             };
             assert!(
                 !without.events.iter().any(|event| is_race(event, &without)),
@@ -866,8 +688,8 @@ mod tests {
             let key = |event: &EventSpec| {
                 (
                     event.tenant.clone(),
-                    event.order.clone(),
-                    event.kind,
+                    event.subject.clone(),
+                    event.kind.clone(),
                     event.created_ms,
                 )
             };
@@ -886,27 +708,33 @@ mod tests {
         let mut checked = 0;
         for seed in 0..200 {
             let config = SimConfig::draw(seed, Backend::Memdb);
-            for event in Workload::draw(seed, &config).events {
+            for event in crate::domain::draw_workload(&Payments, seed, &config.workload_settings()).events {
                 let mut expected = serde_json::json!({
                     "id": event.event_id,
-                    "type": event.kind.type_name(),
+                    "type": Payments.event_type(&event),
                     "account": event.account,
-                    "order": event.order,
+                    "order": event.subject,
                     "created_ms": event.created_ms,
                 });
-                if matches!(event.kind, EventKind::Payment | EventKind::Update) {
-                    expected["amount_cents"] = event.amount_cents.into();
+                if event.kind == PAYMENT || event.kind == UPDATE {
+                    expected["amount_cents"] = event.number(AMOUNT).into();
                 }
-                assert_eq!(event.body(), expected.to_string());
+                assert_eq!(Payments.body(&event), expected.to_string());
                 checked += 1;
             }
         }
         let mut odd = EventSpec {
             account: "acct-\"quoted\"\n é".to_owned(),
-            ..Workload::draw(1, &SimConfig::draw(1, Backend::Memdb)).events[0].clone()
+            ..crate::domain::draw_workload(
+                &Payments,
+                1,
+                &SimConfig::draw(1, Backend::Memdb).workload_settings(),
+            )
+            .events[0]
+                .clone()
         };
-        odd.amount_cents = -5;
-        let parsed: serde_json::Value = serde_json::from_str(&odd.body()).unwrap();
+        odd.fields.insert(AMOUNT.to_owned(), (-5).into());
+        let parsed: serde_json::Value = serde_json::from_str(&Payments.body(&odd)).unwrap();
         assert_eq!(parsed["account"], "acct-\"quoted\"\n é");
         assert!(checked > 1_000, "{checked} events");
     }
@@ -920,8 +748,11 @@ mod tests {
             assert!(config.relay.lease_ms > config.relay.call_timeout_ms);
             assert!(config.relay.call_timeout_ms >= 2 * config.provider_latency_ms_max);
             assert_eq!(config.faults.len(), faults::registry().len());
-            let workload = Workload::draw(seed, &config);
-            assert_eq!(workload, Workload::draw(seed, &config));
+            let workload = crate::domain::draw_workload(&Payments, seed, &config.workload_settings());
+            assert_eq!(
+                workload,
+                crate::domain::draw_workload(&Payments, seed, &config.workload_settings())
+            );
             assert!(
                 workload
                     .events

@@ -60,47 +60,15 @@ use rusqlite::config::DbConfig;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
-use serde::{Deserialize, Serialize};
 
 use crate::system::{Fixtures, System};
 
-/// Where the database lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// SQLite's in-memory VFS, shared between connections by name.
-    Memdb,
-    /// A file in WAL mode, on tmpfs when `/dev/shm` exists.
-    WalFile,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Memdb => "memdb",
-            Backend::WalFile => "wal-file",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Backend> {
-        [Backend::Memdb, Backend::WalFile]
-            .into_iter()
-            .find(|backend| backend.name() == name)
-    }
-}
+pub use crate::backend::Backend;
 
 /// Identifies a connection within one run.
 pub type ConnectionId = u64;
 
-/// One committed change to a row of an observed table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RowChange {
-    /// Index into the observed tables.
-    pub table: usize,
-    pub rowid: i64,
-    /// The row's values after the change, or `None` if it was deleted.
-    pub values: Option<Vec<Value>>,
-}
+pub use crate::rows::RowChange;
 
 /// What a statement returned.
 #[derive(Debug, PartialEq)]
@@ -1323,7 +1291,10 @@ mod tests {
         for system in crate::systems::all() {
             for backend in [Backend::Memdb, Backend::WalFile] {
                 let config = crate::config::SimConfig::draw(1, backend);
-                let fixtures = |seed| crate::workload::Workload::draw(seed, &config).fixtures;
+                let fixtures = |seed| {
+                    crate::domain::draw_workload(&*system.domain(), seed, &config.workload_settings())
+                        .fixtures
+                };
                 reusing_databases(|| {
                     let mut database = Database::create(backend, system.observed_tables()).unwrap();
                     system.set_up(database.setup_connection(), &fixtures(1)).unwrap();
@@ -1379,7 +1350,10 @@ mod tests {
             assert!(system.sets_up_in_two_parts(), "{}", system.name());
             for backend in [Backend::Memdb, Backend::WalFile] {
                 let config = crate::config::SimConfig::draw(1, backend);
-                let fixtures = |seed| crate::workload::Workload::draw(seed, &config).fixtures;
+                let fixtures = |seed| {
+                    crate::domain::draw_workload(&*system.domain(), seed, &config.workload_settings())
+                        .fixtures
+                };
                 reusing_databases(|| {
                     let (first, _) = new_in_two_parts(&system, backend, &fixtures(1));
                     drop(first);
@@ -1463,7 +1437,7 @@ mod tests {
             accounts: (0..count)
                 .map(|index| (format!("acct-{index}"), "tenant".to_owned()))
                 .collect(),
-            orders: Vec::new(),
+            subjects: Vec::new(),
         }
     }
 

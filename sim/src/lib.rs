@@ -14,6 +14,7 @@
 //! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
 //! - [`sql`]: the one reading of SQL text: a statement's verb, first table and ordering.
 //! - [`decision`]: the typed decisions a run is made of, as schedules write them.
+//! - [`backend`]: where a run's database lives (memdb or a WAL file).
 //! - [`db`]: the shared SQLite database, per-process connections, committed-change capture, and reuse of a database across a thread's runs.
 //! - [`view`]: the committed rows, decoded and indexed for the invariants.
 //! - [`sender`]: the upstream webhook sender and its retry presets.
@@ -24,6 +25,9 @@
 //! - [`coverage`]: the interesting situations each run reached, and a sweep's coverage of them
 //!   and of the fault models.
 //! - [`system`]: the interface a system under test implements.
+//! - [`rows`]: rows as the invariants see them, whatever the system's schema.
+//! - [`domain`]: the business a system serves (its events, model and rules), apart from the
+//!   webhook pattern; payments is the reference's.
 //! - [`systems`]: the reference system and its planted bugs.
 //! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
 //! - [`sql_mutants`]: SQL mutants of any system: each statement rewritten, swept until caught.
@@ -52,6 +56,7 @@
 //! - [`cli`]: the command-line program.
 
 pub mod app;
+pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -59,6 +64,7 @@ pub mod corpus;
 pub mod coverage;
 pub mod db;
 pub mod decision;
+pub mod domain;
 pub mod faults;
 pub mod files;
 pub mod findings;
@@ -70,6 +76,7 @@ pub mod provider;
 pub mod record;
 pub mod report;
 pub mod rng;
+pub mod rows;
 pub mod run;
 pub mod scenario;
 pub mod schedule;

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use commitgap::provider::{CallError, FulfillmentPayload, ProviderReply, ProviderRequest};
+use commitgap::provider::{CallError, ProviderReply, ProviderRequest};
 
 /// One real side effect (a shipment), as the provider performed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,9 +75,43 @@ struct KeyEntry {
     locked_until_ms: i64,
 }
 
+/// Reads which operation a payload is for, as the system's domain says: the key effects are
+/// counted under. Without one (a provider made for a unit test) it reads the reference's
+/// fulfillment payload.
+#[derive(Clone, Default)]
+pub struct OperationReader(Option<std::sync::Arc<ReadOperation>>);
+
+/// Reads a payload's operation, or says why it names none.
+pub type ReadOperation = dyn Fn(&str) -> Result<String, String> + Send + Sync;
+
+impl OperationReader {
+    /// A reader that asks `read`.
+    pub fn new(read: impl Fn(&str) -> Result<String, String> + Send + Sync + 'static) -> OperationReader {
+        OperationReader(Some(std::sync::Arc::new(read)))
+    }
+
+    /// The operation `payload` is for, or why it names none.
+    pub fn operation_of(&self, payload: &str) -> Result<String, String> {
+        match &self.0 {
+            Some(read) => read(payload),
+            None => {
+                commitgap::provider::FulfillmentPayload::parse(payload).map(|payload| payload.operation_key())
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for OperationReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperationReader")
+    }
+}
+
 /// The provider's state.
 #[derive(Debug, Default)]
 pub struct ProviderModel {
+    /// How the provider reads a payload's operation.
+    pub(crate) reader: OperationReader,
     keys: BTreeMap<String, KeyEntry>,
     in_progress: BTreeMap<String, u32>,
     /// Requests in progress that a request with their key overtook (see
@@ -142,6 +176,16 @@ impl Handled {
 }
 
 impl ProviderModel {
+    /// A provider that reads payloads with `reader`, holding no key and no effect yet.
+    pub fn reading(reader: OperationReader) -> ProviderModel {
+        ProviderModel {
+            reader,
+            ..ProviderModel::default()
+        }
+    }
+}
+
+impl ProviderModel {
     /// Handles one request at `now_ms`. `forget_at` is asked, only when a key is first stored,
     /// when the store may forget it.
     pub fn handle(
@@ -186,8 +230,10 @@ impl ProviderModel {
             ProviderRequest::Send {
                 idempotency_key,
                 payload,
-            } => FulfillmentPayload::parse(payload)
-                .map_or_else(|_| idempotency_key.clone(), |payload| payload.operation_key()),
+            } => self
+                .reader
+                .operation_of(payload)
+                .unwrap_or_else(|_| idempotency_key.clone()),
             ProviderRequest::Lookup { idempotency_key } => idempotency_key.clone(),
         };
         self.rejected.insert(operation);
@@ -358,8 +404,8 @@ impl ProviderModel {
         lock_after_ms: i64,
         forget_at: impl FnOnce() -> Option<i64>,
     ) -> Handled {
-        let operation = match FulfillmentPayload::parse(payload) {
-            Ok(parsed) => parsed.operation_key(),
+        let operation = match self.reader.operation_of(payload) {
+            Ok(operation) => operation,
             Err(reason) => {
                 return Handled::reply(ProviderReply::Rejected { status: 400, reason }, false);
             }
@@ -475,6 +521,7 @@ impl ProviderModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use commitgap::provider::FulfillmentPayload;
 
     fn payload(amount_cents: i64) -> String {
         FulfillmentPayload {

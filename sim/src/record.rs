@@ -103,6 +103,20 @@ pub struct AnswerRecord {
     pub receiver_now_s: i64,
 }
 
+impl History {
+    /// The entities `(tenant, subject)` that ever moved from state `from` to state `to`.
+    pub fn moves_from_to<'a>(
+        &'a self,
+        from: &'a str,
+        to: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.moves
+            .iter()
+            .filter(move |(_, _, before, after)| before == from && after == to)
+            .map(|(tenant, subject, _, _)| (tenant.as_str(), subject.as_str()))
+    }
+}
+
 /// Facts accumulated over the run, for invariants that need the past.
 #[derive(Debug, Default)]
 pub struct History {
@@ -110,8 +124,9 @@ pub struct History {
     pub lease_holders: BTreeMap<(String, i64), String>,
     /// Every `(account, event_id)` whose receipt ever committed (purges do not erase this).
     pub ever_received: BTreeSet<(String, String)>,
-    /// Orders refunded while still awaiting payment: `(tenant, order)`.
-    pub refunded_before_payment: BTreeSet<(String, String)>,
+    /// Every distinct move of an entity's state committed so far: `(tenant, subject, state
+    /// before, state after)`, for rules about which moves happened (a refund before a payment).
+    pub moves: BTreeSet<(String, String, String, String)>,
     /// The furthest any process's clock has been from true time so far in the run, in either
     /// direction (0 while no clock has moved).
     pub clock_offset_max_ms: i64,

@@ -169,6 +169,9 @@ pub struct RunOutcome {
     pub faults_fired: BTreeMap<String, u64>,
     /// How often each interesting situation was reached (see `coverage`), only those reached.
     pub situations: BTreeMap<String, u64>,
+    /// Invariants not checked against the system because it lacks a workflow they assume, with
+    /// why.
+    pub invariants_left_out: Vec<(String, String)>,
     /// The fault decisions that mattered, in order.
     pub fault_log: Vec<String>,
     /// Every step's record, if they were kept.
@@ -189,6 +192,7 @@ impl RunOutcome {
             faults: &self.config.faults,
             faults_fired: &self.faults_fired,
             situations: &self.situations,
+            invariants_left_out: &self.invariants_left_out,
         }
     }
 }
@@ -235,7 +239,7 @@ pub(crate) fn prepare(
             )
         }
         None => (
-            Workload::draw(seed, &config),
+            crate::domain::draw_workload(&*system.domain(), seed, &config.workload_settings()),
             Decider::seeded(options.record_schedule),
             true,
         ),
@@ -338,15 +342,18 @@ impl Simulation {
             }
         }
         let (workload, reshaped) = if shape_workload {
-            Self::shape_workload(workload, &mut fault_models, &config)
+            Self::shape_workload(workload, &mut fault_models, &config, &*system.domain())
         } else {
             (workload, Vec::new())
         };
 
+        let domain = system.domain();
+        let (invariants, left_out) = invariants::judging(&*domain, system.workflows(), &config.invariants)?;
         let mut world = World::new(
             seed,
             config,
             workload,
+            domain,
             db,
             observed_tables,
             processes,
@@ -356,6 +363,7 @@ impl Simulation {
             decider,
         );
         world.set_framework_commits_handlers(system.commits_after_answer());
+        world.note_invariants_left_out(left_out);
         for (fault, events) in reshaped {
             world.record_reshaping(fault, events);
         }
@@ -364,7 +372,7 @@ impl Simulation {
             world: Rc::new(RefCell::new(world)),
             futures: BTreeMap::new(),
             system,
-            invariants: invariants::registry(),
+            invariants,
             seed,
             scripted,
         })
@@ -701,6 +709,7 @@ impl Simulation {
         workload: Workload,
         fault_models: &mut [Box<dyn FaultModel>],
         config: &SimConfig,
+        domain: &dyn crate::domain::Domain,
     ) -> (Workload, Vec<(&'static str, u64)>) {
         let context = config.fault_context();
         let Workload {
@@ -714,7 +723,7 @@ impl Simulation {
                 .iter()
                 .map(|event| (event.deliver_at_ms, event.subscriptions))
                 .collect();
-            fault.shape_workload(&mut events, &context);
+            fault.shape_workload(&mut events, &context, &|event| domain.owes_work(event));
             let changed = before
                 .iter()
                 .zip(&events)
@@ -920,6 +929,7 @@ impl Simulation {
             unsettled: None,
             faults_fired: world.fault_counts().clone(),
             situations: world.probes().reached(),
+            invariants_left_out: world.invariants_left_out().to_vec(),
             fault_log: world.fault_log().to_vec(),
             trace,
             effects: world.provider().effects().len(),
@@ -952,6 +962,8 @@ fn observation<'a>(world: &'a World, step: &'a StepRecord) -> Observation<'a> {
         step,
         now_ms: world.now_ms(),
         config: world.config(),
+        domain: world.domain(),
+        model: world.model(),
     }
 }
 

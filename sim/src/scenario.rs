@@ -104,6 +104,7 @@ impl Scenario {
             edge_values: false,
             liveness_ms_per_stream: 0,
             faults: Default::default(),
+            invariants: Default::default(),
         };
         // A scenario may run without relay workers (the test drives the relay, or checks what
         // the receiver alone leaves behind); everything else is held to the usual limits.
@@ -136,7 +137,7 @@ impl Scenario {
                 .iter()
                 .find(|event| event.event_id == event_id)
                 .ok_or_else(|| format!("no scenario event {event_id:?}"))?;
-            (event.account.clone(), event.body())
+            (event.account.clone(), world.domain().body(event))
         };
         self.deliver_body(receiver, &account, event_id, &body)
     }

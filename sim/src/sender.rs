@@ -325,21 +325,13 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::EventKind;
 
     fn spec(subscriptions: u32) -> EventSpec {
-        EventSpec {
-            account: "acct-a".into(),
-            event_id: "evt-1".into(),
-            tenant: "tenant-a".into(),
-            order: "order-1".into(),
-            kind: EventKind::Payment,
-            amount_cents: 100,
-            created_ms: 0,
-            deliver_at_ms: 0,
-            subscriptions,
-            extra_deliveries: Vec::new(),
-        }
+        let mut spec =
+            EventSpec::new("acct-a", "tenant-a", "order-1", "payment", 0).with("amount_cents", 100);
+        spec.event_id = "evt-1".into();
+        spec.subscriptions = subscriptions;
+        spec
     }
 
     fn attempts_until_given_up(preset: SenderPreset) -> (u32, i64) {

@@ -126,6 +126,10 @@ pub struct WorkloadShape {
     pub faults: Option<Vec<String>>,
     /// These fault models are never drawn.
     pub without_faults: Vec<String>,
+    /// Only these invariants judge the runs (see `list`); `None` is every one.
+    pub invariants: Option<Vec<String>>,
+    /// These invariants never judge the runs.
+    pub without_invariants: Vec<String>,
     /// Never put values at the receiver's limits (`SimConfig::edge_values`: an order name of 128
     /// characters, an amount of 10^12 cents, an event created at time 0, a body at the configured
     /// limit), for a receiver whose own documented limits are stricter than the reference's.
@@ -262,6 +266,51 @@ impl WorkloadShape {
             flags.push_str(" --no-edge-values");
         }
         flags
+    }
+}
+
+/// What a seed's configuration says about the workload a domain draws: its size and the shares
+/// of its stories, in words every domain can read its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadSettings {
+    /// Tenants, each with one sender account.
+    pub tenants: u32,
+    /// Business entities per tenant (payments: orders).
+    pub subjects_per_tenant: u32,
+    /// Events are created at times in `0..emit_window_ms`.
+    pub emit_window_ms: i64,
+    /// Share of entities whose story reaches its usual end (payments: orders paid).
+    pub completed_subjects: crate::rng::Ratio,
+    /// When set, each entity gets this many extra updates, `(min, max)` (payments: amount
+    /// updates), drawn from a stream of their own.
+    pub updates_per_subject: Option<(u32, u32)>,
+    /// Share of entities whose story races with itself.
+    pub racing_subjects: crate::rng::Ratio,
+    /// Put values at the receiver's limits, each just inside.
+    pub edge_values: bool,
+}
+
+/// Which invariants judge a run: every one, or only some, less some.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvariantChoice {
+    /// Only these, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<std::collections::BTreeSet<String>>,
+    /// Never these.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub without: std::collections::BTreeSet<String>,
+}
+
+impl InvariantChoice {
+    /// True when every invariant judges.
+    pub fn is_every(&self) -> bool {
+        self.only.is_none() && self.without.is_empty()
+    }
+
+    /// Whether the invariant called `name` judges.
+    pub fn judges(&self, name: &str) -> bool {
+        self.only.as_ref().is_none_or(|only| only.contains(name)) && !self.without.contains(name)
     }
 }
 

@@ -47,7 +47,7 @@ impl Candidate {
             self.steps,
             self.faults(),
             self.schedule.events.len(),
-            self.schedule.fixtures.orders.len(),
+            self.schedule.fixtures.subjects.len(),
             self.config.receivers + self.config.relay_workers,
             enabled,
         )
@@ -79,11 +79,11 @@ impl Shrunk {
     pub fn details(&self) -> String {
         let (before, after) = (&self.original, &self.shrunk);
         format!(
-            "{} -> {} events, {} -> {} orders, {} -> {} receivers, {} -> {} relay workers, {} runs tried",
+            "{} -> {} events, {} -> {} subjects, {} -> {} receivers, {} -> {} relay workers, {} runs tried",
             before.schedule.events.len(),
             after.schedule.events.len(),
-            before.schedule.fixtures.orders.len(),
-            after.schedule.fixtures.orders.len(),
+            before.schedule.fixtures.subjects.len(),
+            after.schedule.fixtures.subjects.len(),
             before.config.receivers,
             after.config.receivers,
             before.config.relay_workers,
@@ -253,14 +253,14 @@ impl Shrinker<'_> {
                 continue;
             };
             let name = format!("{}/{}", event.account, event.event_id);
-            let order = format!("{}/{}/", event.tenant, event.order);
+            let order = format!("{}/{}/", event.tenant, event.subject);
             let mut schedule = self.best.schedule.clone();
             schedule.events.remove(index);
             // The relay's lines for the order go too, once no remaining event is about it.
             let order_left = schedule
                 .events
                 .iter()
-                .any(|other| other.tenant == event.tenant && other.order == event.order);
+                .any(|other| other.tenant == event.tenant && other.subject == event.subject);
             let mut without_lines = schedule.clone();
             without_lines.steps.retain(|line| {
                 !names_event(line, &name)
@@ -315,10 +315,10 @@ impl Shrinker<'_> {
     fn drop_unused_fixtures(&mut self) {
         let mut schedule = self.best.schedule.clone();
         let events = &schedule.events;
-        schedule.fixtures.orders.retain(|order| {
+        schedule.fixtures.subjects.retain(|order| {
             events
                 .iter()
-                .any(|event| event.tenant == order.tenant && event.order == order.order)
+                .any(|event| event.tenant == order.tenant && event.subject == order.subject)
         });
         schedule
             .fixtures

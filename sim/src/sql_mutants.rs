@@ -716,10 +716,7 @@ pub fn learn_statements(system: &Arc<dyn System>, seeds: u64, jobs: usize) -> BT
 /// The `CREATE TABLE` and `CREATE UNIQUE INDEX` texts of `system`'s schema.
 pub fn schema_of(system: &Arc<dyn System>) -> Result<Vec<String>, String> {
     let connection = rusqlite::Connection::open_in_memory().map_err(|error| error.to_string())?;
-    let fixtures = Fixtures {
-        accounts: Vec::new(),
-        orders: Vec::new(),
-    };
+    let fixtures = Fixtures::default();
     system
         .set_up(&connection, &fixtures)
         .map_err(|error| format!("system {} failed to set up: {error}", system.name()))?;

@@ -15,6 +15,8 @@ use commitgap::env::{DbError, Env, LocalBoxFuture, Value};
 use commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap::relay::RelaySettings;
 
+use crate::domain::Domain;
+
 /// A system under test. Implementations are plain configuration and are shared across sweep
 /// threads, hence `Send + Sync`; the futures they return run on one thread and need not be `Send`.
 pub trait System: Send + Sync {
@@ -24,7 +26,19 @@ pub trait System: Send + Sync {
     /// One line saying what this system is.
     fn description(&self) -> &str;
 
-    /// Creates the schema and inserts the fixtures (accounts and orders awaiting payment), on a
+    /// The business the system serves: what its events mean, what they owe, which it refuses.
+    /// The default is the reference's, [`crate::domain::payments`].
+    fn domain(&self) -> std::sync::Arc<dyn Domain> {
+        crate::domain::payments()
+    }
+
+    /// The workflows the system has besides receiving and relaying. An invariant that assumes a
+    /// workflow the system does not have is not checked against it (a coverage note says so).
+    fn workflows(&self) -> Workflows {
+        Workflows::default()
+    }
+
+    /// Creates the schema and inserts the fixtures (its domain's accounts and entities), on a
     /// connection whose writes the simulator observes like any other.
     fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError>;
 
@@ -90,118 +104,52 @@ pub trait System: Send + Sync {
     fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String>;
 }
 
-/// The data every run starts with.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Fixtures {
-    /// `(account, tenant)`: which tenant each sender account belongs to.
-    pub accounts: Vec<(String, String)>,
-    /// Orders awaiting payment.
-    pub orders: Vec<OrderFixture>,
+pub use crate::workload::{Fixtures, SubjectFixture};
+
+pub use crate::rows::{EntityRow, ObligationRow, ObligationStatus, ObservedRow, OwnRow, ReceiptRow};
+
+/// The workflows a system has besides receiving deliveries and relaying obligations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workflows {
+    /// An operator's requeue of dead obligations after an incident
+    /// ([`System::requeue_dead_obligations`]).
+    pub operator_requeue: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct OrderFixture {
-    pub tenant: String,
-    pub order: String,
-    pub amount_cents: i64,
-}
-
-/// A row as the invariants see it, whatever the system's schema.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ObservedRow {
-    Receipt(ReceiptRow),
-    Order(OrderRow),
-    Obligation(ObligationRow),
-    /// A row of one of the system's own tables (a job queue, an audit log), kept as the decoder
-    /// wrote it for the system's own invariants; the built-in invariants ignore it.
-    Own(OwnRow),
-}
-
-/// A row of a system's own table, as its decoder describes it: the table, a key the decoder
-/// chooses (unique within the table for a correct system) and named fields as text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnRow {
-    pub table: String,
-    pub key: String,
-    pub fields: Vec<(String, String)>,
-}
-
-impl OwnRow {
-    /// The field called `name`, if the decoder wrote one.
-    pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(field, _)| field == name)
-            .map(|(_, value)| value.as_str())
+impl Default for Workflows {
+    fn default() -> Self {
+        Workflows {
+            operator_requeue: true,
+        }
     }
 }
 
-/// "Upstream event `(account, event_id)` was processed."
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReceiptRow {
-    pub account: String,
-    pub event_id: String,
-}
+impl Workflows {
+    /// Every workflow this simulator knows, with its name as `list` shows it.
+    pub fn named(self) -> [(Workflow, bool); 1] {
+        [(Workflow::OperatorRequeue, self.operator_requeue)]
+    }
 
-/// The business state of one order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrderRow {
-    pub tenant: String,
-    pub order: String,
-    pub status: OrderStatus,
-    pub amount_cents: i64,
-}
-
-/// The states of an order. Refunded and cancelled are terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum OrderStatus {
-    AwaitingPayment,
-    Paid,
-    Refunded,
-    Cancelled,
-}
-
-impl OrderStatus {
-    /// Whether an order may move from `self` to `next`: `awaiting_payment -> paid`,
-    /// `awaiting_payment | paid -> refunded`, `awaiting_payment -> cancelled`, or stay.
-    pub fn may_become(self, next: OrderStatus) -> bool {
-        use OrderStatus::*;
-        self == next
-            || matches!(
-                (self, next),
-                (AwaitingPayment, Paid | Refunded | Cancelled) | (Paid, Refunded)
-            )
+    /// Whether the system has `workflow`.
+    pub fn has(self, workflow: Workflow) -> bool {
+        match workflow {
+            Workflow::OperatorRequeue => self.operator_requeue,
+        }
     }
 }
 
-/// Work owed to the provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObligationRow {
-    /// The key the system stores the obligation under.
-    pub operation_key: String,
-    /// The persisted request body, sent as is on every attempt.
-    pub payload: String,
-    pub status: ObligationStatus,
-    /// The fencing token of the current (or last) lease; it only grows.
-    pub lease_token: i64,
-    /// Who holds (or last held) the lease: an `Env::process_id`.
-    pub lease_owner: Option<String>,
-    /// When the current lease ends, by the clock of the worker that took it.
-    pub lease_expires_ms: Option<i64>,
-    /// The earliest time the obligation may be claimed again (a backoff after a failure, or the
-    /// wait while an ambiguous request may still be at the provider), by the clock of the
-    /// process that wrote it; `None` when the system records no such time.
-    pub next_attempt_ms: Option<i64>,
-    /// Why the obligation is dead, if it is.
-    pub dead_reason: Option<String>,
+/// A workflow an invariant may assume a system has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Workflow {
+    /// The operator requeues dead obligations after an incident.
+    OperatorRequeue,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ObligationStatus {
-    /// Not yet confirmed by the provider, leased or not.
-    Owed,
-    /// The provider confirmed the effect.
-    Done,
-    /// Given up on; waits for an operator.
-    Dead,
+impl Workflow {
+    /// Its name, as `list` and coverage notes write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workflow::OperatorRequeue => "operator-requeue",
+        }
+    }
 }

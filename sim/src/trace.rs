@@ -25,7 +25,6 @@ use sha2::{Digest, Sha256};
 
 use crate::db::StatementOutput;
 use crate::faults::Attack;
-use crate::workload::EventKind;
 
 /// Who acted in a step.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -182,7 +181,8 @@ pub enum Happening {
         seed: u64,
         rows: usize,
         accounts: usize,
-        orders: usize,
+        /// Business entities among the fixtures.
+        subjects: usize,
         events: usize,
         streams: usize,
         receivers: u32,
@@ -248,11 +248,12 @@ pub enum Happening {
     },
     /// The sender created an event.
     Emit {
-        kind: EventKind,
+        /// The event's type on the wire.
+        kind: String,
         event_id: String,
         account: String,
         tenant: String,
-        order: String,
+        subject: String,
         subscriptions: usize,
     },
     /// The sender delivered an event.
@@ -801,7 +802,7 @@ impl Happening {
                 seed,
                 rows,
                 accounts,
-                orders,
+                subjects,
                 events,
                 streams,
                 receivers,
@@ -811,7 +812,7 @@ impl Happening {
                 feed.tag(b'a');
                 feed.str(system);
                 feed.u64(*seed);
-                for count in [*rows, *accounts, *orders, *events, *streams] {
+                for count in [*rows, *accounts, *subjects, *events, *streams] {
                     feed.usize(count);
                 }
                 feed.u64(u64::from(*receivers));
@@ -904,12 +905,12 @@ impl Happening {
                 event_id,
                 account,
                 tenant,
-                order,
+                subject,
                 subscriptions,
             } => {
                 feed.tag(b'H');
-                feed.str(kind.type_name());
-                for text in [event_id, account, tenant, order] {
+                feed.str(kind);
+                for text in [event_id, account, tenant, subject] {
                     feed.str(text);
                 }
                 feed.usize(*subscriptions);
@@ -1059,7 +1060,7 @@ impl fmt::Display for Happening {
                 seed,
                 rows,
                 accounts,
-                orders,
+                subjects,
                 events,
                 streams,
                 receivers,
@@ -1067,7 +1068,7 @@ impl fmt::Display for Happening {
                 sender,
             } => write!(
                 f,
-                "setup system={system} seed={seed} rows={rows} accounts={accounts} orders={orders} events={events} streams={streams} receivers={receivers} relay-workers={relay_workers} sender={sender}"
+                "setup system={system} seed={seed} rows={rows} accounts={accounts} subjects={subjects} events={events} streams={streams} receivers={receivers} relay-workers={relay_workers} sender={sender}"
             ),
             Happening::Sql {
                 statement,
@@ -1150,12 +1151,11 @@ impl Happening {
                 event_id,
                 account,
                 tenant,
-                order,
+                subject,
                 subscriptions,
             } => write!(
                 f,
-                "emit {} {event_id} ({account}, order {tenant}/{order}, {})",
-                kind.type_name(),
+                "emit {kind} {event_id} ({account}, {tenant}/{subject}, {})",
                 count(*subscriptions, "subscription", "subscriptions")
             ),
             Happening::Deliver {
@@ -1516,11 +1516,11 @@ mod tests {
         assert_eq!(count(1, "row", "rows"), "1 row");
         assert_eq!(count(0, "row", "rows"), "0 rows");
         let emit = Happening::Emit {
-            kind: EventKind::Payment,
+            kind: "payment.succeeded".into(),
             event_id: "evt-1".into(),
             account: "acct-a".into(),
             tenant: "tenant-a".into(),
-            order: "order-1".into(),
+            subject: "order-1".into(),
             subscriptions: 1,
         };
         assert!(emit.to_string().ends_with("1 subscription)"), "{emit}");

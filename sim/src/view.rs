@@ -9,10 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use commitgap::provider::FulfillmentPayload;
-
-use crate::db::RowChange;
-use crate::system::{ObligationRow, ObservedRow, OrderRow, OwnRow, ReceiptRow, System};
+use crate::provider::OperationReader;
+use crate::rows::RowChange;
+use crate::rows::{EntityRow, ObligationRow, ObligationStatus, ObservedRow, OwnRow, ReceiptRow};
 
 /// A row's place in the database: observed table index and rowid.
 pub type RowRef = (usize, i64);
@@ -24,20 +23,49 @@ pub struct RowDiff {
     pub after: Option<ObservedRow>,
 }
 
+/// A system's decoder: one row of a table, its values in table order, to what the invariants see.
+pub type DecodeRow<'a> = dyn Fn(&str, &[commitgap::env::Value]) -> Result<ObservedRow, String> + 'a;
+
 /// Committed rows, indexed for the invariants.
-#[derive(Debug, Default)]
 pub struct DbView {
+    /// Reads an obligation's payload as the provider would, to index it by operation.
+    reader: OperationReader,
     rows: BTreeMap<RowRef, ObservedRow>,
     receipts_by_event: BTreeMap<(String, String), BTreeSet<RowRef>>,
-    orders_by_key: BTreeMap<(String, String), BTreeSet<RowRef>>,
+    entities_by_key: BTreeMap<(String, String), BTreeSet<RowRef>>,
     obligations_by_operation: BTreeMap<String, BTreeSet<RowRef>>,
 }
 
+impl std::fmt::Debug for DbView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbView")
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
 impl DbView {
-    /// Applies one commit's changes and returns what each changed row was before and after.
+    /// An empty view whose obligations are indexed by the operation `reader` reads from their
+    /// payloads (the system's domain's reading).
+    pub fn new(reader: OperationReader) -> DbView {
+        DbView {
+            reader,
+            rows: BTreeMap::new(),
+            receipts_by_event: BTreeMap::new(),
+            entities_by_key: BTreeMap::new(),
+            obligations_by_operation: BTreeMap::new(),
+        }
+    }
+
+    /// The operation `obligation` is for (see [`operation_of`]).
+    pub fn operation_of(&self, obligation: &ObligationRow) -> String {
+        operation_of(&|payload: &str| self.reader.operation_of(payload), obligation)
+    }
+
+    /// Applies one commit's changes, each row decoded by `decode` (the system's decoder), and returns what each changed row was before and after.
     pub fn apply(
         &mut self,
-        system: &dyn System,
+        decode: &DecodeRow<'_>,
         tables: &[&str],
         changes: Vec<RowChange>,
     ) -> Result<Vec<RowDiff>, String> {
@@ -47,7 +75,7 @@ impl DbView {
             let before = self.remove(place);
             let after = match change.values {
                 Some(values) => {
-                    let row = system.decode_row(tables[change.table], &values)?;
+                    let row = decode(tables[change.table], &values)?;
                     self.insert(place, row.clone());
                     Some(row)
                 }
@@ -68,15 +96,15 @@ impl DbView {
                     .or_default()
                     .insert(place);
             }
-            ObservedRow::Order(order) => {
-                self.orders_by_key
-                    .entry((order.tenant.clone(), order.order.clone()))
+            ObservedRow::Entity(entity) => {
+                self.entities_by_key
+                    .entry((entity.tenant.clone(), entity.subject.clone()))
                     .or_default()
                     .insert(place);
             }
             ObservedRow::Obligation(obligation) => {
                 self.obligations_by_operation
-                    .entry(operation_of(obligation))
+                    .entry(self.operation_of(obligation))
                     .or_default()
                     .insert(place);
             }
@@ -92,12 +120,12 @@ impl DbView {
                 &mut self.receipts_by_event,
                 (receipt.account.clone(), receipt.event_id.clone()),
             ),
-            ObservedRow::Order(order) => (
-                &mut self.orders_by_key,
-                (order.tenant.clone(), order.order.clone()),
+            ObservedRow::Entity(entity) => (
+                &mut self.entities_by_key,
+                (entity.tenant.clone(), entity.subject.clone()),
             ),
             ObservedRow::Obligation(obligation) => {
-                let operation = operation_of(obligation);
+                let operation = self.operation_of(obligation);
                 remove_from(&mut self.obligations_by_operation, &operation, place);
                 return Some(row);
             }
@@ -119,11 +147,12 @@ impl DbView {
         })
     }
 
-    /// The order `(tenant, order)`, if it exists (the first row if a broken system stored two).
-    pub fn order(&self, tenant: &str, order: &str) -> Option<&OrderRow> {
-        self.refs(self.orders_by_key.get(&(tenant.to_owned(), order.to_owned())))
+    /// The entity `(tenant, subject)`, if it exists (the first row if a broken system stored
+    /// two).
+    pub fn entity(&self, tenant: &str, subject: &str) -> Option<&EntityRow> {
+        self.refs(self.entities_by_key.get(&(tenant.to_owned(), subject.to_owned())))
             .find_map(|row| match row {
-                ObservedRow::Order(order) => Some(order),
+                ObservedRow::Entity(entity) => Some(entity),
                 _ => None,
             })
     }
@@ -140,10 +169,10 @@ impl DbView {
         self.rows.values().filter_map(as_obligation)
     }
 
-    /// Every order, in table order.
-    pub fn orders(&self) -> impl Iterator<Item = &OrderRow> {
+    /// Every business entity, in table order.
+    pub fn entities(&self) -> impl Iterator<Item = &EntityRow> {
         self.rows.values().filter_map(|row| match row {
-            ObservedRow::Order(order) => Some(order),
+            ObservedRow::Entity(entity) => Some(entity),
             _ => None,
         })
     }
@@ -159,7 +188,7 @@ impl DbView {
     /// Number of obligations still owed.
     pub fn owed_obligations(&self) -> usize {
         self.obligations()
-            .filter(|obligation| obligation.status == crate::system::ObligationStatus::Owed)
+            .filter(|obligation| obligation.status == ObligationStatus::Owed)
             .count()
     }
 
@@ -187,13 +216,10 @@ fn remove_from<K: Ord>(index: &mut BTreeMap<K, BTreeSet<RowRef>>, key: &K, place
     }
 }
 
-/// The business operation an obligation is for, read from its payload as the provider would read
-/// it. The operation key column may be anything the system chose (a planted bug may even derive
-/// it from the event); the payload is what the provider acts on. An unreadable payload is keyed
-/// by its operation key prefixed with `unreadable:`.
-pub fn operation_of(obligation: &ObligationRow) -> String {
-    match FulfillmentPayload::parse(&obligation.payload) {
-        Ok(payload) => payload.operation_key(),
-        Err(_) => format!("unreadable:{}", obligation.operation_key),
-    }
+/// The business operation an obligation is for, read from its payload by `read` as the
+/// provider of the system's domain would read it. The operation key column may be anything the system chose (a planted
+/// bug may even derive it from the event); the payload is what the provider acts on. An
+/// unreadable payload is keyed by its operation key prefixed with `unreadable:`.
+pub fn operation_of(read: &dyn Fn(&str) -> Result<String, String>, obligation: &ObligationRow) -> String {
+    read(&obligation.payload).unwrap_or_else(|_| format!("unreadable:{}", obligation.operation_key))
 }

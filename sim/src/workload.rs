@@ -1,33 +1,69 @@
-//! The workload: which accounts and orders exist and which events the sender emits, when, and
-//! how each is delivered. It is the ground truth the invariants compare against, plain data
-//! written to seed files and schedules. Drawing one from a seed lives in `config`; this module
-//! only holds and answers questions about it, and must not draw or decide anything.
+//! The workload: which accounts and business entities exist and which events the sender emits,
+//! when, and how each is delivered. It is the ground truth the invariants compare against, plain
+//! data written to seed files and schedules, in no domain's words: what an event means is its
+//! domain's business (see [`crate::domain`]). Drawing one from a seed is the domain's; this
+//! module only holds and answers questions about it, and must not draw or decide anything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::system::{Fixtures, OrderStatus};
-
-/// What an event reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EventKind {
-    Payment,
-    Refund,
-    Cancel,
-    Update,
+/// The data every run starts with: the sender's accounts and the business entities that exist.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Fixtures {
+    /// `(account, tenant)`: which tenant each sender account belongs to.
+    pub accounts: Vec<(String, String)>,
+    /// The entities events may be about (orders awaiting payment, branches of a repository).
+    /// Seed files of the payments domain written before domains existed call them `orders`.
+    #[serde(alias = "orders")]
+    pub subjects: Vec<SubjectFixture>,
 }
 
-impl EventKind {
-    /// The event's `type` on the wire.
-    pub fn type_name(self) -> &'static str {
-        match self {
-            EventKind::Payment => commitgap::receiver::PAYMENT_SUCCEEDED,
-            EventKind::Refund => commitgap::receiver::CHARGE_REFUNDED,
-            EventKind::Cancel => commitgap::receiver::ORDER_CANCELLED,
-            EventKind::Update => commitgap::receiver::ORDER_UPDATED,
+impl Fixtures {
+    /// The fixture of entity `(tenant, subject)`, if it exists.
+    pub fn subject(&self, tenant: &str, subject: &str) -> Option<&SubjectFixture> {
+        self.subjects
+            .iter()
+            .find(|fixture| fixture.tenant == tenant && fixture.subject == subject)
+    }
+}
+
+/// One business entity a run starts with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SubjectFixture {
+    pub tenant: String,
+    /// The entity's name within its tenant (`order-1`, `repo-1/main`).
+    #[serde(alias = "order")]
+    pub subject: String,
+    /// Its starting values in its domain's words (`amount_cents`).
+    #[serde(flatten)]
+    pub fields: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl SubjectFixture {
+    /// An entity with no fields.
+    pub fn new(tenant: &str, subject: &str) -> SubjectFixture {
+        SubjectFixture {
+            tenant: tenant.to_owned(),
+            subject: subject.to_owned(),
+            fields: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// This entity with field `name` set to `value`.
+    pub fn with(mut self, name: &str, value: impl Into<serde_json::Value>) -> SubjectFixture {
+        self.fields.insert(name.to_owned(), value.into());
+        self
+    }
+
+    /// The field `name` as a number, if it is one.
+    pub fn number(&self, name: &str) -> Option<i64> {
+        self.fields.get(name).and_then(serde_json::Value::as_i64)
+    }
+
+    /// The field `name` as text, if it is text.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).and_then(serde_json::Value::as_str)
     }
 }
 
@@ -47,10 +83,16 @@ pub struct EventSpec {
     pub event_id: String,
     /// The tenant the account belongs to.
     pub tenant: String,
-    pub order: String,
-    pub kind: EventKind,
-    /// The amount paid (payments) or the new amount (updates); zero otherwise.
-    pub amount_cents: i64,
+    /// The business entity the event is about, in its tenant (an order, a branch). Seed files
+    /// of the payments domain written before domains existed call it `order`.
+    #[serde(alias = "order")]
+    pub subject: String,
+    /// What the event reports, in its domain's words (`payment`, `push`).
+    pub kind: String,
+    /// The event's other values, as its domain draws them and writes them into the body
+    /// (`amount_cents`, `head_sha`).
+    #[serde(flatten)]
+    pub fields: BTreeMap<String, serde_json::Value>,
     /// When the sender created the event; the order of creation is the order of the facts.
     pub created_ms: i64,
     /// When the first attempt goes out (later than creation when delivery is late or reordered).
@@ -62,23 +104,87 @@ pub struct EventSpec {
 }
 
 impl EventSpec {
-    /// The JSON body the sender delivers: an object with its keys in sorted order, as
-    /// `serde_json` writes a map. Written field by field because the sender writes one on every
-    /// attempt, and building a `serde_json::Value` first cost a thirtieth of a sweep.
-    pub fn body(&self) -> String {
-        let mut body = Vec::with_capacity(160);
-        push_json_field(&mut body, "account", self.account.as_str());
-        if matches!(self.kind, EventKind::Payment | EventKind::Update) {
-            push_json_field(&mut body, "amount_cents", &self.amount_cents);
+    /// An event of `kind` about `subject`, created (and first delivered) at `created_ms` to one
+    /// subscription, with no fields and no id yet.
+    pub fn new(account: &str, tenant: &str, subject: &str, kind: &str, created_ms: i64) -> EventSpec {
+        EventSpec {
+            account: account.to_owned(),
+            event_id: String::new(),
+            tenant: tenant.to_owned(),
+            subject: subject.to_owned(),
+            kind: kind.to_owned(),
+            fields: BTreeMap::new(),
+            created_ms,
+            deliver_at_ms: created_ms,
+            subscriptions: 1,
+            extra_deliveries: Vec::new(),
         }
-        push_json_field(&mut body, "created_ms", &self.created_ms);
-        push_json_field(&mut body, "id", self.event_id.as_str());
-        push_json_field(&mut body, "order", self.order.as_str());
-        push_json_field(&mut body, "type", self.kind.type_name());
+    }
+
+    /// This event with field `name` set to `value`.
+    pub fn with(mut self, name: &str, value: impl Into<serde_json::Value>) -> EventSpec {
+        self.fields.insert(name.to_owned(), value.into());
+        self
+    }
+
+    /// The field `name` as a number, if it is one.
+    pub fn number(&self, name: &str) -> Option<i64> {
+        self.fields.get(name).and_then(serde_json::Value::as_i64)
+    }
+
+    /// The field `name` as text, if it is text.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).and_then(serde_json::Value::as_str)
+    }
+
+    /// The JSON body most domains deliver: an object with `account`, `created_ms`, `id`, the
+    /// subject under `subject_key`, `type` and every field for which `keep` is true, its keys in
+    /// sorted order as `serde_json` writes a map. Written field by field because the sender
+    /// writes one on every attempt, and building a `serde_json::Value` first cost a thirtieth of
+    /// a sweep.
+    pub fn standard_body_with(
+        &self,
+        type_name: &str,
+        subject_key: &str,
+        keep: impl Fn(&str) -> bool,
+    ) -> String {
+        let mut entries: Vec<(&str, BodyValue<'_>)> = vec![
+            ("account", BodyValue::Text(&self.account)),
+            ("created_ms", BodyValue::Number(self.created_ms)),
+            ("id", BodyValue::Text(&self.event_id)),
+            (subject_key, BodyValue::Text(&self.subject)),
+            ("type", BodyValue::Text(type_name)),
+        ];
+        for (name, value) in &self.fields {
+            if keep(name) {
+                entries.push((name, BodyValue::Json(value)));
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        let mut body = Vec::with_capacity(160);
+        for (name, value) in entries {
+            match value {
+                BodyValue::Text(text) => push_json_field(&mut body, name, text),
+                BodyValue::Number(number) => push_json_field(&mut body, name, &number),
+                BodyValue::Json(json) => push_json_field(&mut body, name, json),
+            }
+        }
         body.push(b'}');
-        // serde_json writes UTF-8 only, and the names are ASCII.
+        // serde_json writes UTF-8 only.
         String::from_utf8(body).unwrap_or_default()
     }
+
+    /// [`EventSpec::standard_body_with`] keeping every field.
+    pub fn standard_body(&self, type_name: &str, subject_key: &str) -> String {
+        self.standard_body_with(type_name, subject_key, |_| true)
+    }
+}
+
+/// A value of a standard body, borrowed.
+enum BodyValue<'a> {
+    Text(&'a str),
+    Number(i64),
+    Json(&'a serde_json::Value),
 }
 
 /// Appends `"name":value` to an object being written, opening it first if `body` is empty.
@@ -98,7 +204,7 @@ pub struct Workload {
     /// Sorted by creation time.
     pub events: Vec<EventSpec>,
     events_by_key: BTreeMap<(String, String), usize>,
-    events_by_order: BTreeMap<(String, String), Vec<usize>>,
+    events_by_subject: BTreeMap<(String, String), Vec<usize>>,
 }
 
 impl Workload {
@@ -106,11 +212,11 @@ impl Workload {
     pub fn new(fixtures: Fixtures, mut events: Vec<EventSpec>) -> Workload {
         events.sort_by_key(|event| event.created_ms);
         let mut events_by_key = BTreeMap::new();
-        let mut events_by_order: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+        let mut events_by_subject: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
             events_by_key.insert((event.account.clone(), event.event_id.clone()), index);
-            events_by_order
-                .entry((event.tenant.clone(), event.order.clone()))
+            events_by_subject
+                .entry((event.tenant.clone(), event.subject.clone()))
                 .or_default()
                 .push(index);
         }
@@ -118,7 +224,7 @@ impl Workload {
             fixtures,
             events,
             events_by_key,
-            events_by_order,
+            events_by_subject,
         }
     }
 
@@ -128,6 +234,16 @@ impl Workload {
         format!("evt-{}", used + 1)
     }
 
+    /// Gives `events`, in the order given, ids that count per account: `evt-1`, `evt-2`, ...
+    pub fn number_events(events: &mut [EventSpec]) {
+        let mut next_id: BTreeMap<String, u32> = BTreeMap::new();
+        for event in events {
+            let counter = next_id.entry(event.account.clone()).or_insert(0);
+            *counter += 1;
+            event.event_id = format!("evt-{counter}");
+        }
+    }
+
     /// The event with id `event_id` in `account`.
     pub fn event(&self, account: &str, event_id: &str) -> Option<&EventSpec> {
         self.events_by_key
@@ -135,176 +251,23 @@ impl Workload {
             .map(|&index| &self.events[index])
     }
 
-    /// The events about order `(tenant, order)`, in creation order.
-    pub fn events_for_order(&self, tenant: &str, order: &str) -> impl Iterator<Item = &EventSpec> {
-        self.events_by_order
-            .get(&(tenant.to_owned(), order.to_owned()))
+    /// The events about entity `(tenant, subject)`, in creation order.
+    pub fn events_for_subject(&self, tenant: &str, subject: &str) -> impl Iterator<Item = &EventSpec> {
+        self.events_by_subject
+            .get(&(tenant.to_owned(), subject.to_owned()))
             .into_iter()
             .flatten()
             .map(|&index| &self.events[index])
     }
 
-    /// Whether the receiver must reject `event` for good: its account or order does not exist.
-    pub fn expects_rejection(&self, event: &EventSpec) -> bool {
+    /// Whether entity `(tenant, subject)` is among the fixtures, and its account `account`
+    /// belongs to `tenant`: the usual test of whether an event names something that exists.
+    pub fn knows(&self, account: &str, tenant: &str, subject: &str) -> bool {
         let account_known = self
             .fixtures
             .accounts
             .iter()
-            .any(|(account, tenant)| *account == event.account && *tenant == event.tenant);
-        let order_known = self
-            .fixtures
-            .orders
-            .iter()
-            .any(|order| order.tenant == event.tenant && order.order == event.order);
-        !(account_known && order_known)
-    }
-
-    /// The state order `(tenant, order)` must end in: its events applied in creation order, with
-    /// the same guarded transitions the reference uses. `None` for an order that does not exist.
-    pub fn final_order_state(&self, tenant: &str, order: &str) -> Option<(OrderStatus, i64)> {
-        let fixture = self
-            .fixtures
-            .orders
-            .iter()
-            .find(|fixture| fixture.tenant == tenant && fixture.order == order)?;
-        let (mut amount_cents, mut version_ms) = (fixture.amount_cents, 0);
-        for event in self.events_for_order(tenant, order) {
-            if event.kind == EventKind::Update && event.created_ms > version_ms {
-                amount_cents = event.amount_cents;
-                version_ms = event.created_ms;
-            }
-        }
-        let kinds: Vec<EventKind> = self
-            .events_for_order(tenant, order)
-            .map(|event| event.kind)
-            .collect();
-        Some((status_after(&kinds), amount_cents))
-    }
-
-    /// Every status order `(tenant, order)` may end in: its status events applied, with the
-    /// guarded transitions, in any order they could arrive in. One status for every story but a
-    /// race (`SimConfig::racing_orders`), where whichever of the racing events arrives first
-    /// decides. `None` for an order that does not exist.
-    pub fn final_order_statuses(&self, tenant: &str, order: &str) -> Option<BTreeSet<OrderStatus>> {
-        self.fixtures
-            .orders
-            .iter()
-            .find(|fixture| fixture.tenant == tenant && fixture.order == order)?;
-        let kinds: Vec<EventKind> = self
-            .events_for_order(tenant, order)
-            .map(|event| event.kind)
-            .filter(|kind| *kind != EventKind::Update)
-            .collect();
-        let mut statuses = BTreeSet::new();
-        every_order(&mut kinds.clone(), 0, &mut |arrival| {
-            statuses.insert(status_after(arrival));
-        });
-        Some(statuses)
-    }
-}
-
-/// The status a new order ends in after `kinds` arrive in this order, with the guarded
-/// transitions: payment only of an order awaiting it, refund of one awaiting payment or paid,
-/// cancellation only of one awaiting payment.
-fn status_after(kinds: &[EventKind]) -> OrderStatus {
-    let mut status = OrderStatus::AwaitingPayment;
-    for kind in kinds {
-        match kind {
-            EventKind::Payment if status == OrderStatus::AwaitingPayment => status = OrderStatus::Paid,
-            EventKind::Refund if matches!(status, OrderStatus::AwaitingPayment | OrderStatus::Paid) => {
-                status = OrderStatus::Refunded
-            }
-            EventKind::Cancel if status == OrderStatus::AwaitingPayment => status = OrderStatus::Cancelled,
-            _ => {}
-        }
-    }
-    status
-}
-
-/// Calls `visit` with every ordering of `kinds[from..]` (an order has at most three status
-/// events, so at most six orderings).
-fn every_order(kinds: &mut [EventKind], from: usize, visit: &mut impl FnMut(&[EventKind])) {
-    if from + 1 >= kinds.len() {
-        visit(kinds);
-        return;
-    }
-    for next in from..kinds.len() {
-        kinds.swap(from, next);
-        every_order(kinds, from + 1, visit);
-        kinds.swap(from, next);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::system::OrderFixture;
-
-    #[test]
-    fn the_final_state_follows_creation_order() {
-        let fixtures = Fixtures {
-            accounts: vec![("acct-a".into(), "tenant-a".into())],
-            orders: vec![OrderFixture {
-                tenant: "tenant-a".into(),
-                order: "order-1".into(),
-                amount_cents: 100,
-            }],
-        };
-        let event = |kind, amount_cents, created_ms| EventSpec {
-            account: "acct-a".into(),
-            event_id: format!("evt-{created_ms}"),
-            tenant: "tenant-a".into(),
-            order: "order-1".into(),
-            kind,
-            amount_cents,
-            created_ms,
-            deliver_at_ms: 0,
-            subscriptions: 1,
-            extra_deliveries: Vec::new(),
-        };
-        let workload = Workload::new(
-            fixtures,
-            vec![
-                event(EventKind::Refund, 0, 30),
-                event(EventKind::Update, 7, 20),
-                event(EventKind::Payment, 100, 10),
-            ],
-        );
-        assert_eq!(
-            workload.final_order_state("tenant-a", "order-1"),
-            Some((OrderStatus::Refunded, 7))
-        );
-        assert_eq!(workload.final_order_state("tenant-a", "order-9"), None);
-        assert!(!workload.expects_rejection(&workload.events[0]));
-        // A refund and a payment end refunded in either order: one status.
-        assert_eq!(
-            workload.final_order_statuses("tenant-a", "order-1"),
-            Some(BTreeSet::from([OrderStatus::Refunded]))
-        );
-        // A cancellation racing a payment: whichever arrives first decides.
-        let racing = Workload::new(
-            workload.fixtures.clone(),
-            vec![
-                event(EventKind::Payment, 100, 10),
-                event(EventKind::Cancel, 0, 20),
-            ],
-        );
-        assert_eq!(
-            racing.final_order_state("tenant-a", "order-1"),
-            Some((OrderStatus::Paid, 100))
-        );
-        assert_eq!(
-            racing.final_order_statuses("tenant-a", "order-1"),
-            Some(BTreeSet::from([OrderStatus::Paid, OrderStatus::Cancelled]))
-        );
-        // A refund racing a cancellation.
-        let racing = Workload::new(
-            workload.fixtures.clone(),
-            vec![event(EventKind::Cancel, 0, 10), event(EventKind::Refund, 0, 20)],
-        );
-        assert_eq!(
-            racing.final_order_statuses("tenant-a", "order-1"),
-            Some(BTreeSet::from([OrderStatus::Cancelled, OrderStatus::Refunded]))
-        );
+            .any(|(known, owner)| known == account && owner == tenant);
+        account_known && self.fixtures.subject(tenant, subject).is_some()
     }
 }

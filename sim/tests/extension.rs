@@ -67,10 +67,10 @@ impl Invariant for NothingIsEverPaid {
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         match observation
             .db
-            .orders()
-            .find(|order| order.status == commitgap_sim::system::OrderStatus::Paid)
+            .entities()
+            .find(|order| order.state.state == "paid")
         {
-            Some(order) => Err(format!("{}/{} is paid", order.tenant, order.order)),
+            Some(order) => Err(format!("{}/{} is paid", order.tenant, order.subject)),
             None => Ok(()),
         }
     }

@@ -18,8 +18,9 @@ use commitgap_sim::commitgap::receiver::{
     authenticate,
 };
 use commitgap_sim::commitgap::relay::RelaySettings;
+use commitgap_sim::domain::payments::{self, OrderStatus};
 use commitgap_sim::system::{
-    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, OwnRow, ReceiptRow, System,
+    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OwnRow, ReceiptRow, System,
 };
 
 const SCHEMA: &str = "
@@ -63,10 +64,14 @@ impl System for ShopSystem {
         for (account, tenant) in &fixtures.accounts {
             connection.execute("INSERT INTO account_shops VALUES (?1, ?2)", (account, tenant))?;
         }
-        for order in &fixtures.orders {
+        for order in &fixtures.subjects {
             connection.execute(
                 "INSERT INTO shop_orders (shop, number, state, total_cents) VALUES (?1, ?2, 'open', ?3)",
-                (&order.tenant, &order.order, order.amount_cents),
+                (
+                    &order.tenant,
+                    &order.subject,
+                    order.number(payments::AMOUNT).unwrap_or(0),
+                ),
             )?;
         }
         Ok(())
@@ -158,17 +163,17 @@ impl System for ShopSystem {
                 account: text_at(0)?,
                 event_id: text_at(1)?,
             })),
-            "shop_orders" => Ok(ObservedRow::Order(OrderRow {
-                tenant: text_at(0)?,
-                order: text_at(1)?,
-                status: match text_at(2)?.as_str() {
+            "shop_orders" => Ok(payments::order_row(
+                &text_at(0)?,
+                &text_at(1)?,
+                match text_at(2)?.as_str() {
                     "open" => OrderStatus::AwaitingPayment,
                     "paid" => OrderStatus::Paid,
                     "refunded" => OrderStatus::Refunded,
                     _ => OrderStatus::Cancelled,
                 },
-                amount_cents: int_at(3)?,
-            })),
+                int_at(3)?,
+            )),
             "jobs" => {
                 let status = match text_at(2)?.as_str() {
                     "queued" => ObligationStatus::Owed,

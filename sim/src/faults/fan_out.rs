@@ -65,7 +65,12 @@ impl FaultModel for FanOut {
         to_json(&self.settings)
     }
 
-    fn shape_workload(&mut self, events: &mut Vec<EventSpec>, _context: &FaultContext) {
+    fn shape_workload(
+        &mut self,
+        events: &mut Vec<EventSpec>,
+        _context: &FaultContext,
+        _owes_work: &dyn Fn(&EventSpec) -> bool,
+    ) {
         if !self.settings.enabled {
             return;
         }

@@ -339,7 +339,13 @@ pub trait FaultModel {
     fn settings(&self) -> serde_json::Value;
 
     /// Called once before the run, to add events or change how they are delivered.
-    fn shape_workload(&mut self, _events: &mut Vec<EventSpec>, _context: &FaultContext) {}
+    fn shape_workload(
+        &mut self,
+        _events: &mut Vec<EventSpec>,
+        _context: &FaultContext,
+        _owes_work: &dyn Fn(&EventSpec) -> bool,
+    ) {
+    }
 
     /// Called once when the run starts.
     fn start(&mut self, _now_ms: i64) -> Vec<TimerAction> {

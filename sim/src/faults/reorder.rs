@@ -52,7 +52,12 @@ impl FaultModel for Reorder {
         to_json(&self.settings)
     }
 
-    fn shape_workload(&mut self, events: &mut Vec<EventSpec>, context: &FaultContext) {
+    fn shape_workload(
+        &mut self,
+        events: &mut Vec<EventSpec>,
+        context: &FaultContext,
+        _owes_work: &dyn Fn(&EventSpec) -> bool,
+    ) {
         if !self.settings.enabled {
             return;
         }

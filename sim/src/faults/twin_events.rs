@@ -10,7 +10,7 @@ use super::{
     to_json,
 };
 use crate::rng::SimRng;
-use crate::workload::{EventKind, EventSpec, Workload};
+use crate::workload::{EventSpec, Workload};
 
 pub const KIND: FaultKind = FaultKind {
     name: "twin-events",
@@ -52,12 +52,17 @@ impl FaultModel for TwinEvents {
         to_json(&self.settings)
     }
 
-    fn shape_workload(&mut self, events: &mut Vec<EventSpec>, _context: &FaultContext) {
+    fn shape_workload(
+        &mut self,
+        events: &mut Vec<EventSpec>,
+        _context: &FaultContext,
+        owes_work: &dyn Fn(&EventSpec) -> bool,
+    ) {
         if !self.settings.enabled {
             return;
         }
         let payments: Vec<usize> = (0..events.len())
-            .filter(|&index| events[index].kind == EventKind::Payment)
+            .filter(|&index| owes_work(&events[index]))
             .collect();
         for index in payments {
             if !self.rng.chance(self.settings.rate) {

@@ -10,9 +10,8 @@
 //! reach the relay). One that died only after the operator's pass (its last attempt was still in
 //! flight at heal) is not judged: a single pass after an incident cannot see it.
 
-use super::{Invariant, InvariantKind, Observation};
-use crate::system::ObligationStatus;
-use crate::view::operation_of;
+use super::{Invariant, InvariantKind, Layer, Observation};
+use crate::system::{ObligationStatus, Workflow};
 
 pub struct DeadOnlyIfRejected;
 
@@ -29,6 +28,14 @@ impl Invariant for DeadOnlyIfRejected {
         InvariantKind::Liveness
     }
 
+    fn layer(&self) -> Layer {
+        Layer::Pattern
+    }
+
+    fn assumes(&self) -> &'static [Workflow] {
+        &[Workflow::OperatorRequeue]
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for obligation in observation.db.obligations() {
             // One that died after the operator's pass (its last attempt was still in flight at
@@ -41,7 +48,7 @@ impl Invariant for DeadOnlyIfRejected {
             {
                 continue;
             }
-            let operation = operation_of(obligation);
+            let operation = observation.operation_of(obligation);
             if !observation.provider.rejected(&operation) {
                 return Err(format!(
                     "obligation {} is still dead after heal ({}), but the provider never rejected {operation} nor cached an error for it",

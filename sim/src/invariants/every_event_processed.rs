@@ -29,18 +29,18 @@ impl Invariant for EveryEventProcessed {
             return Ok(());
         }
         for event in &observation.workload.events {
-            if observation.workload.expects_rejection(event) {
+            if observation.model.expects_rejection(event) {
                 continue;
             }
             let key = (event.account.clone(), event.event_id.clone());
             if !observation.history.ever_received.contains(&key) {
                 return Err(format!(
-                    "{} ({}, {}) for order {}/{} was never processed: no receipt ever committed",
-                    event.kind.type_name(),
+                    "{} ({}, {}) for {}/{} was never processed: no receipt ever committed",
+                    observation.domain.event_type(event),
                     event.account,
                     event.event_id,
                     event.tenant,
-                    event.order
+                    event.subject
                 ));
             }
         }

@@ -1,15 +1,13 @@
-//! The final state of every order is the one its events give in creation order, whatever the
-//! order (and number) of arrival.
+//! After heal, every business entity ends in a state the domain's model gives for its events in
+//! creation order, whatever the order (and number) of their arrival.
 //!
-//! Refunds before payments, cancellations, and amount updates that overtake each other must all
-//! end where the facts, applied in the order they happened, end. The one exception is a race
-//! (`SimConfig::racing_orders`): a customer cancels an order while its payment is on the way, or a
-//! refund is reported for an order that was cancelled. Which event was created first does not
-//! decide it, since neither undoes the other; whichever arrives first does, so the status may be
-//! any that some arrival order gives (`Workload::final_order_statuses`). The amount is always the
-//! newest update's.
+//! Events that arrive late, twice, or overtaken by newer ones must all end where the facts,
+//! applied in the order they happened, end: for payments, refunds before payments and amount
+//! updates that overtake each other; for a CI service, an older push arriving after a newer one.
+//! Where the domain lets the arrival order decide a race (a cancellation racing a payment), the
+//! model allows each state some arrival order gives ([`crate::domain::Model::final_states`]).
 
-use super::{Invariant, InvariantKind, Observation};
+use super::{Invariant, InvariantKind, Layer, Observation};
 
 pub struct FinalStateMatchesCreationOrder;
 
@@ -19,35 +17,40 @@ impl Invariant for FinalStateMatchesCreationOrder {
     }
 
     fn description(&self) -> &'static str {
-        "after heal, every order's status and amount are what its events give in creation order"
+        "after heal, every entity's state is what the domain's model gives for its events in creation order"
     }
 
     fn kind(&self) -> InvariantKind {
         InvariantKind::Liveness
     }
 
+    fn layer(&self) -> Layer {
+        Layer::Domain
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
-        if observation.sender.streams().is_empty() {
+        if observation.scripted() {
             // A scripted scenario delivers only what the test chooses; there is no full history.
             return Ok(());
         }
-        for order in observation.db.orders() {
-            let workload = observation.workload;
-            let (Some((status, amount_cents)), Some(statuses)) = (
-                workload.final_order_state(&order.tenant, &order.order),
-                workload.final_order_statuses(&order.tenant, &order.order),
-            ) else {
+        for entity in observation.db.entities() {
+            let key = (entity.tenant.clone(), entity.subject.clone());
+            let Some(states) = observation.model.final_states.get(&key) else {
                 continue;
             };
-            if !statuses.contains(&order.status) || order.amount_cents != amount_cents {
-                let racing = if statuses.len() > 1 {
-                    format!(" (its racing events allow {statuses:?})")
+            if !states.contains(&entity.state) {
+                let allowed: Vec<String> = states.iter().map(ToString::to_string).collect();
+                let racing = if states.len() > 1 {
+                    " (its racing events allow any of them)"
                 } else {
-                    String::new()
+                    ""
                 };
                 return Err(format!(
-                    "order {}/{} ended {:?} with {} cents; its events in creation order give {status:?} with {amount_cents}{racing}",
-                    order.tenant, order.order, order.status, order.amount_cents
+                    "{}/{} ended {}; its events in creation order give {}{racing}",
+                    entity.tenant,
+                    entity.subject,
+                    entity.state,
+                    allowed.join(" or ")
                 ));
             }
         }

@@ -6,13 +6,13 @@
 //! secret) drops real events, and a sender's retry does not help, since it is refused the same
 //! way. Judged by the receiver's own clock at the moment it answered, which is when it verified.
 //!
-//! Nor is a genuine, valid event for an order that exists ever refused as invalid (422): the
-//! sender takes a 4xx as final, so the event is lost. Values at the receiver's limits
-//! (`SimConfig::edge_values`) are where an off-by-one check does that.
+//! Nor is a genuine event the domain accepts (its [`crate::domain::Domain::refusal`] is `None`)
+//! ever refused as invalid (422): the sender takes a 4xx as final, so the event is lost. Values at
+//! the receiver's limits (`SimConfig::edge_values`) are where an off-by-one check does that.
 
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 
-use super::{Invariant, InvariantKind, Observation};
+use super::{Invariant, InvariantKind, Layer, Observation};
 use crate::record::Origin;
 
 pub struct GenuineDeliveryAccepted;
@@ -23,11 +23,15 @@ impl Invariant for GenuineDeliveryAccepted {
     }
 
     fn description(&self) -> &'static str {
-        "a correctly signed delivery within the timestamp tolerance is never answered 401, 403 or 413, nor a valid event for an existing order 422"
+        "a correctly signed delivery within the timestamp tolerance is never answered 401, 403 or 413, nor an event its domain accepts 422"
     }
 
     fn kind(&self) -> InvariantKind {
         InvariantKind::Safety
+    }
+
+    fn layer(&self) -> Layer {
+        Layer::Domain
     }
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
@@ -38,15 +42,14 @@ impl Invariant for GenuineDeliveryAccepted {
             let distance_s = timestamp_s.abs_diff(answer.receiver_now_s);
             // A scripted scenario may deliver any body under an event's id; the simulated sender
             // always sends the event's own.
-            let scripted = observation.sender.streams().is_empty();
-            let valid_event = !scripted
+            let valid_event = !observation.scripted()
                 && observation
                     .workload
                     .event(&answer.account, &answer.event_id)
-                    .is_some_and(|event| !observation.workload.expects_rejection(event));
+                    .is_some_and(|event| !observation.model.expects_rejection(event));
             if valid_event && answer.answer.status() == 422 {
                 return Err(format!(
-                    "{} answered {} to a genuine delivery of ({}, {}), a valid event for an order that exists; the sender takes a 4xx as final",
+                    "{} answered {} to a genuine delivery of ({}, {}), an event its domain accepts; the sender takes a 4xx as final",
                     answer.process_id, answer.answer, answer.account, answer.event_id
                 ));
             }

@@ -31,7 +31,7 @@ impl Invariant for LeaseOutlivesCall {
             let held = observation.db.obligations().find(|obligation| {
                 obligation.lease_owner.as_deref() == Some(reply.process_id.as_str())
                     && (obligation.operation_key == reply.key
-                        || reply.operation.as_deref() == Some(crate::view::operation_of(obligation).as_str()))
+                        || reply.operation.as_deref() == Some(observation.operation_of(obligation).as_str()))
             });
             let Some(obligation) = held else {
                 continue;

@@ -1,6 +1,13 @@
 //! Invariants: what must hold, one file each, named as positive statements, listed once in
 //! [`registry`].
 //!
+//! Two layers judge every system. The pattern's invariants ([`Layer::Pattern`]) know no
+//! business: they read receipts, obligations, effects, answers and transactions. The domain's
+//! ([`Layer::Domain`]) compare what the system did with its domain's model
+//! ([`crate::domain::Model`]): the final states, the operations owed, the allowed transitions,
+//! the events to refuse; the domain may add rules of its own
+//! ([`crate::domain::Domain::invariants`]). A team's own invariants are [`Layer::Own`].
+//!
 //! Safety invariants are checked after every step that committed rows, performed an effect or
 //! answered a delivery; they look at that step's changes ([`StepRecord`]) against the committed
 //! state, so each check costs what the step changed, not the size of the database. Liveness
@@ -25,25 +32,71 @@ mod one_effect_per_operation;
 mod one_live_lease_per_obligation;
 mod one_obligation_per_operation;
 mod one_receipt_per_event;
-mod order_state_moves_forward;
+mod only_owed_operations_take_effect;
 mod outbox_drains;
-mod paid_order_settled;
+mod owed_operation_settles;
+pub mod payments;
 mod receipt_commits_with_its_work;
-mod refund_first_never_ships;
 mod request_matches_obligation;
 mod sender_converges;
+mod state_moves_along_allowed_transitions;
 mod success_answer_has_receipt;
 mod task_closes_its_transaction;
 
 use std::sync::Arc;
 
 use crate::config::SimConfig;
+use crate::domain::{Domain, Model};
 use crate::provider::ProviderModel;
 pub use crate::record::{AnswerRecord, CommitRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::sender::Sender;
-use crate::system::{ObligationRow, ObservedRow};
+use crate::system::{ObligationRow, ObservedRow, Workflow};
 use crate::view::DbView;
 use crate::workload::Workload;
+
+pub use crate::shape::InvariantChoice;
+
+/// The invariants that judge a run, and those left out with why.
+pub type Judging = (Vec<Box<dyn Invariant>>, Vec<(String, String)>);
+
+/// The invariants that judge a run of a system in `domain` with `workflows` under `choice`,
+/// and those left out because the system lacks a workflow they assume, each with the reason.
+/// `Err` names a chosen invariant that does not exist.
+pub fn judging(
+    domain: &dyn Domain,
+    workflows: crate::system::Workflows,
+    choice: &InvariantChoice,
+) -> Result<Judging, String> {
+    let all = registry(domain);
+    for name in choice.only.iter().flatten().chain(&choice.without) {
+        if !all.iter().any(|invariant| invariant.name() == name) {
+            return Err(format!(
+                "config.invariants names {name:?}, which is no invariant of a system in the {} domain; `list` shows them",
+                domain.name()
+            ));
+        }
+    }
+    let mut judging = Vec::new();
+    let mut left_out = Vec::new();
+    for invariant in all {
+        if !choice.judges(invariant.name()) {
+            continue;
+        }
+        if let Some(missing) = invariant
+            .assumes()
+            .iter()
+            .find(|workflow| !workflows.has(**workflow))
+        {
+            left_out.push((
+                invariant.name().to_owned(),
+                format!("the system has no {} workflow", missing.name()),
+            ));
+            continue;
+        }
+        judging.push(invariant);
+    }
+    Ok((judging, left_out))
+}
 
 /// When an invariant is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,19 +116,52 @@ impl InvariantKind {
     }
 }
 
+/// Which layer of the contract an invariant belongs to (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Layer {
+    /// The webhook pattern's: true of any receiver and relay, whatever their business.
+    Pattern,
+    /// The domain's: what the system did compared with its domain's model and rules.
+    Domain,
+    /// A team's own, added through `App::invariant` or `harness::Check::invariant`.
+    Own,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Pattern => "pattern",
+            Layer::Domain => "domain",
+            Layer::Own => "own",
+        }
+    }
+}
+
 /// One invariant.
 pub trait Invariant: Send + Sync {
     fn name(&self) -> &'static str;
     /// What it asserts, in one line.
     fn description(&self) -> &'static str;
     fn kind(&self) -> InvariantKind;
+    /// Which layer it belongs to. A domain's invariants say [`Layer::Domain`]; one a team adds
+    /// through `App::invariant` or `harness::Check::invariant` is listed as [`Layer::Own`]
+    /// whatever it says.
+    fn layer(&self) -> Layer {
+        Layer::Pattern
+    }
+    /// The workflows it assumes a system has; against a system that declares it lacks one
+    /// ([`crate::system::System::workflows`]) the invariant is not checked.
+    fn assumes(&self) -> &'static [Workflow] {
+        &[]
+    }
     /// `Err` carries the evidence, in one line a person can act on.
     fn check(&self, observation: &Observation<'_>) -> Result<(), String>;
 }
 
-/// Every invariant: the built-in ones, safety first, then those added with [`register`].
-pub fn registry() -> Vec<Box<dyn Invariant>> {
-    let mut invariants = built_in();
+/// Every invariant of a system in `domain`: the built-in ones (the domain's own among them),
+/// then those added with [`register`].
+pub fn registry(domain: &dyn Domain) -> Vec<Box<dyn Invariant>> {
+    let mut invariants = built_in(domain);
     invariants.extend(
         ADDED
             .read()
@@ -103,6 +189,12 @@ impl Invariant for Added {
     fn kind(&self) -> InvariantKind {
         self.0.kind()
     }
+    fn layer(&self) -> Layer {
+        Layer::Own
+    }
+    fn assumes(&self) -> &'static [Workflow] {
+        self.0.assumes()
+    }
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         self.0.check(observation)
     }
@@ -114,7 +206,10 @@ impl Invariant for Added {
 /// no-op, as when several tests of one process set up the same harness).
 pub fn register(invariant: Arc<dyn Invariant>) -> Result<(), String> {
     let name = invariant.name();
-    if built_in().iter().any(|existing| existing.name() == name) {
+    if built_in(&crate::domain::payments::Payments)
+        .iter()
+        .any(|existing| existing.name() == name)
+    {
         return Err(format!(
             "{name:?} is a built-in invariant's name; give the new one another name"
         ));
@@ -126,9 +221,10 @@ pub fn register(invariant: Arc<dyn Invariant>) -> Result<(), String> {
     Ok(())
 }
 
-/// The invariants this crate ships, safety first. Adding one is one file and one line here.
-fn built_in() -> Vec<Box<dyn Invariant>> {
-    vec![
+/// The invariants this crate ships, safety first, with `domain`'s own between the safety and the
+/// liveness ones. Adding one is one file and one line here.
+fn built_in(domain: &dyn Domain) -> Vec<Box<dyn Invariant>> {
+    let mut invariants: Vec<Box<dyn Invariant>> = vec![
         // First, so that a hostile request's commit is named for what it is, not for the
         // inconsistency it causes elsewhere.
         Box::new(hostile_delivery_changes_nothing::HostileDeliveryChangesNothing),
@@ -149,16 +245,23 @@ fn built_in() -> Vec<Box<dyn Invariant>> {
         Box::new(claim_waits_for_retry_time::ClaimWaitsForRetryTime),
         Box::new(lease_outlives_call::LeaseOutlivesCall),
         Box::new(obligation_settles_with_effect_or_reason::ObligationSettlesWithEffectOrReason),
-        Box::new(order_state_moves_forward::OrderStateMovesForward),
-        Box::new(refund_first_never_ships::RefundFirstNeverShips),
-        Box::new(paid_order_settled::PaidOrderSettled),
+        Box::new(state_moves_along_allowed_transitions::StateMovesAlongAllowedTransitions),
+        Box::new(only_owed_operations_take_effect::OnlyOwedOperationsTakeEffect),
+    ];
+    if domain.name() == crate::domain::payments::NAME {
+        invariants.push(Box::new(payments::RefundFirstNeverShips));
+        invariants.push(Box::new(payments::PaidOrderSettled));
+    }
+    invariants.extend::<Vec<Box<dyn Invariant>>>(vec![
         Box::new(outbox_drains::OutboxDrains),
         Box::new(dead_only_if_rejected::DeadOnlyIfRejected),
         Box::new(every_event_processed::EveryEventProcessed),
         Box::new(sender_converges::SenderConverges),
         Box::new(final_state_matches_creation_order::FinalStateMatchesCreationOrder),
+        Box::new(owed_operation_settles::OwedOperationSettles),
         Box::new(no_stuck_key::NoStuckKey),
-    ]
+    ]);
+    invariants
 }
 
 /// Everything an invariant may look at.
@@ -179,6 +282,23 @@ pub struct Observation<'a> {
     pub now_ms: i64,
     /// The run's configuration: the bounds the system was promised (clock skew, stalls, lease).
     pub config: &'a SimConfig,
+    /// The system's domain.
+    pub domain: &'a dyn Domain,
+    /// What the domain says the run must end in.
+    pub model: &'a Model,
+}
+
+impl Observation<'_> {
+    /// The business operation `obligation` is for, as the provider reads its payload.
+    pub fn operation_of(&self, obligation: &ObligationRow) -> String {
+        self.db.operation_of(obligation)
+    }
+
+    /// Whether this is a scripted scenario's run, where the test makes every delivery and there
+    /// is no full history of the sender's events to judge by.
+    pub fn scripted(&self) -> bool {
+        self.sender.streams().is_empty()
+    }
 }
 
 /// Every obligation row this step's commits changed (not created or deleted), with the process
@@ -203,9 +323,4 @@ pub fn changed_obligations<'a>(
 /// an owner.
 pub fn lease_taken(before: &ObligationRow, after: &ObligationRow) -> bool {
     after.lease_token > before.lease_token && after.lease_owner.is_some()
-}
-
-/// The business operation that paying `(tenant, order)` owes: one fulfillment, version 1.
-pub fn fulfillment_of(tenant: &str, order: &str) -> String {
-    commitgap::provider::operation_key(tenant, order, "fulfill", 1)
 }

@@ -5,7 +5,6 @@
 
 use super::{Invariant, InvariantKind, Observation};
 use crate::system::{ObligationStatus, ObservedRow};
-use crate::view::operation_of;
 
 pub struct ObligationSettlesWithEffectOrReason;
 
@@ -41,7 +40,7 @@ impl Invariant for ObligationSettlesWithEffectOrReason {
                         ));
                     }
                     (_, Some(after)) if after.status == ObligationStatus::Done => {
-                        let operation = operation_of(after);
+                        let operation = observation.operation_of(after);
                         if observation.provider.effects_for(&operation).next().is_none() {
                             return Err(format!(
                                 "{} marked {} done but the provider performed no effect for {operation}",

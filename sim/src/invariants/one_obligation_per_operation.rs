@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 
 use super::{Invariant, InvariantKind, Observation};
 use crate::system::ObservedRow;
-use crate::view::operation_of;
 
 pub struct OneObligationPerOperation;
 
@@ -30,7 +29,7 @@ impl Invariant for OneObligationPerOperation {
         for commit in &observation.step.commits {
             for diff in &commit.diffs {
                 if let Some(ObservedRow::Obligation(obligation)) = &diff.after {
-                    touched.insert(operation_of(obligation));
+                    touched.insert(observation.operation_of(obligation));
                 }
             }
         }

@@ -1,20 +1,21 @@
 //! A receipt and the work it stands for commit together, in both directions.
 //!
-//! For every committed receipt of a payment event, the order must have left `awaiting_payment`
-//! and, if it was paid, its fulfillment obligation must exist; a receipt for an event the receiver
-//! must reject (unknown order) must not exist at all. And per commit: a commit that moves an order
-//! to `paid` also inserts a receipt of one of its payment events and its obligation, and a commit
-//! that inserts an obligation also moves its order to `paid`. Checked for every order a commit
-//! touched, through any of the three tables.
+//! The pattern's half, true in any domain: a receipt is never committed for an event the domain
+//! says must be refused, nor for an event the sender never sent; an obligation is never committed
+//! without the receipt of the event that owes it, in the same transaction (an obligation written
+//! apart from its receipt is lost, or written twice, when the process dies between them); and a
+//! receiver never changes an entity's state in a transaction that records no receipt.
+//!
+//! The domain's half: once an event's receipt is committed, the work it stands for is committed
+//! too ([`crate::domain::Domain::check_receipt_work`]: by default, every operation the model says
+//! the event owes for certain has an obligation; for payments, a paid order has left
+//! `awaiting_payment` and has its fulfillment), and each commit keeps the domain's own rules of
+//! what commits together ([`crate::domain::Domain::check_commit_work`]).
 
 use std::collections::BTreeSet;
 
-use commitgap::provider::FulfillmentPayload;
-
-use super::{CommitRecord, Invariant, InvariantKind, Observation, fulfillment_of};
-use crate::system::{ObservedRow, OrderStatus};
-use crate::view::operation_of;
-use crate::workload::{EventKind, Workload};
+use super::{CommitRecord, Invariant, InvariantKind, Layer, Observation};
+use crate::system::ObservedRow;
 
 pub struct ReceiptCommitsWithItsWork;
 
@@ -24,18 +25,25 @@ impl Invariant for ReceiptCommitsWithItsWork {
     }
 
     fn description(&self) -> &'static str {
-        "no receipt is committed without its order transition and obligation"
+        "no receipt is committed without its work (state change and obligation), nor work without its receipt"
     }
 
     fn kind(&self) -> InvariantKind {
         InvariantKind::Safety
     }
 
+    fn layer(&self) -> Layer {
+        Layer::Pattern
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for commit in &observation.step.commits {
-            check_commit(commit, observation.workload)?;
+            observation
+                .domain
+                .check_commit_work(commit, observation.workload)?;
+            check_commit(commit)?;
         }
-        let mut touched_orders = BTreeSet::new();
+        let mut touched_subjects = BTreeSet::new();
         let mut touched_receipts = BTreeSet::new();
         for commit in &observation.step.commits {
             for diff in &commit.diffs {
@@ -44,12 +52,15 @@ impl Invariant for ReceiptCommitsWithItsWork {
                         ObservedRow::Receipt(receipt) => {
                             touched_receipts.insert((receipt.account.as_str(), receipt.event_id.as_str()));
                         }
-                        ObservedRow::Order(order) => {
-                            touched_orders.insert((order.tenant.clone(), order.order.clone()));
+                        ObservedRow::Entity(entity) => {
+                            touched_subjects.insert((entity.tenant.as_str(), entity.subject.as_str()));
                         }
                         ObservedRow::Obligation(obligation) => {
-                            if let Ok(payload) = FulfillmentPayload::parse(&obligation.payload) {
-                                touched_orders.insert((payload.tenant, payload.order));
+                            let operation = observation.operation_of(obligation);
+                            if let Some(owed) = observation.model.owed.get(&operation) {
+                                for (account, event_id) in &owed.events {
+                                    touched_receipts.insert((account.as_str(), event_id.as_str()));
+                                }
                             }
                         }
                         // A system's own tables are its own invariants' business.
@@ -58,7 +69,12 @@ impl Invariant for ReceiptCommitsWithItsWork {
                 }
             }
         }
-        for &(account, event_id) in &touched_receipts {
+        for (tenant, subject) in touched_subjects {
+            for event in observation.workload.events_for_subject(tenant, subject) {
+                touched_receipts.insert((event.account.as_str(), event.event_id.as_str()));
+            }
+        }
+        for (account, event_id) in touched_receipts {
             if observation.db.receipts(account, event_id).next().is_none() {
                 continue;
             }
@@ -67,109 +83,57 @@ impl Invariant for ReceiptCommitsWithItsWork {
                     "receipt ({account}, {event_id}) is for an event the sender never sent"
                 ));
             };
-            if observation.workload.expects_rejection(event) {
+            if let Some(refusal) = observation.model.refusal(account, event_id) {
                 return Err(format!(
-                    "receipt ({account}, {event_id}) is committed for {}/{}, an order that does not exist",
-                    event.tenant, event.order
+                    "receipt ({account}, {event_id}) is committed for an event the receiver must refuse: {}",
+                    refusal.reason
                 ));
             }
-            touched_orders.insert((event.tenant.clone(), event.order.clone()));
-        }
-        for (tenant, order) in &touched_orders {
-            check_order(observation, tenant, order)?;
+            observation
+                .domain
+                .check_receipt_work(observation.db, observation.model, event)?;
         }
         Ok(())
     }
 }
 
-/// Every committed receipt of a payment for `(tenant, order)` has its work committed.
-fn check_order(observation: &Observation<'_>, tenant: &str, order: &str) -> Result<(), String> {
-    for event in observation.workload.events_for_order(tenant, order) {
-        if event.kind != EventKind::Payment
-            || observation
-                .db
-                .receipts(&event.account, &event.event_id)
-                .next()
-                .is_none()
-        {
-            continue;
-        }
-        match observation.db.order(tenant, order).map(|row| row.status) {
-            None => {
-                return Err(format!(
-                    "receipt ({}, {}) is committed for order {tenant}/{order}, which does not exist",
-                    event.account, event.event_id
-                ));
-            }
-            Some(OrderStatus::AwaitingPayment) => {
-                return Err(format!(
-                    "receipt ({}, {}) is committed but order {tenant}/{order} still awaits payment",
-                    event.account, event.event_id
-                ));
-            }
-            Some(OrderStatus::Paid) => {
-                let operation = fulfillment_of(tenant, order);
-                if observation.db.obligations_for(&operation).next().is_none() {
-                    return Err(format!(
-                        "receipt ({}, {}) is committed but no obligation for {operation} exists",
-                        event.account, event.event_id
-                    ));
-                }
-            }
-            // A refund or a cancellation was applied: nothing is owed for this payment.
-            Some(OrderStatus::Refunded | OrderStatus::Cancelled) => {}
-        }
-    }
-    Ok(())
-}
-
-/// The per-commit rules: a transition to `paid` commits with a payment receipt and the
-/// obligation; an obligation commits with its order's transition to `paid`.
-fn check_commit(commit: &CommitRecord, workload: &Workload) -> Result<(), String> {
-    let mut paid_orders = BTreeSet::new();
-    let mut new_obligations = BTreeSet::new();
-    let mut new_receipts = BTreeSet::new();
+/// The pattern's per-commit rules: an obligation commits with a receipt, and a receiver's change
+/// of business state commits with a receipt.
+fn check_commit(commit: &CommitRecord) -> Result<(), String> {
+    let mut new_receipt = false;
+    let mut new_obligation = None;
+    let mut changed_entity = None;
     for diff in &commit.diffs {
         match (&diff.before, &diff.after) {
-            (Some(ObservedRow::Order(before)), Some(ObservedRow::Order(after)))
-                if before.status == OrderStatus::AwaitingPayment && after.status == OrderStatus::Paid =>
-            {
-                paid_orders.insert(fulfillment_of(&after.tenant, &after.order));
+            (before, Some(ObservedRow::Receipt(_))) if before.is_none() || before != &diff.after => {
+                new_receipt = true;
             }
             (None, Some(ObservedRow::Obligation(obligation))) => {
-                new_obligations.insert(operation_of(obligation));
+                new_obligation.get_or_insert(obligation.operation_key.as_str());
             }
-            (before, Some(ObservedRow::Receipt(receipt))) if before.is_none() || before != &diff.after => {
-                if let Some(event) = workload.event(&receipt.account, &receipt.event_id)
-                    && event.kind == EventKind::Payment
-                {
-                    new_receipts.insert(fulfillment_of(&event.tenant, &event.order));
-                }
+            (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after)))
+                if before.state != after.state =>
+            {
+                changed_entity.get_or_insert(after);
             }
             _ => {}
         }
     }
-    for operation in &paid_orders {
-        if !new_receipts.contains(operation) {
-            return Err(format!(
-                "{} committed the transition to paid for {operation} without a payment receipt in the same transaction",
-                commit.process_id
-            ));
-        }
-        if !new_obligations.contains(operation) {
-            return Err(format!(
-                "{} committed the transition to paid for {operation} without its obligation in the same transaction",
-                commit.process_id
-            ));
-        }
+    if new_receipt {
+        return Ok(());
     }
-    if let Some(operation) = new_obligations
-        .iter()
-        .find(|operation| !paid_orders.contains(*operation))
+    if let Some(operation_key) = new_obligation {
+        return Err(format!(
+            "{} committed obligation {operation_key} without the receipt of the event that owes it in the same transaction",
+            commit.process_id
+        ));
+    }
+    if let Some(entity) = changed_entity
+        && commit.process_id.starts_with("receiver-")
     {
         return Err(format!(
-            "{} committed an obligation for {operation} without its order's transition to paid",
-            commit.process_id
+            "{} changed {}/{} to {} without a receipt in the same transaction",
+            commit.process_id, entity.tenant, entity.subject, entity.state
         ));
     }
     Ok(())

@@ -25,7 +25,7 @@ impl Invariant for SenderConverges {
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for (index, stream) in observation.sender.streams().iter().enumerate() {
             let event = &observation.workload.events[stream.event];
-            if observation.workload.expects_rejection(event) || stream.state == EventState::Acknowledged {
+            if observation.model.expects_rejection(event) || stream.state == EventState::Acknowledged {
                 continue;
             }
             let state = match stream.state {

@@ -17,9 +17,8 @@ use commitgap::schema::{
     column,
 };
 
-use crate::system::{
-    Fixtures, ObligationRow, ObligationStatus, ObservedRow, OrderRow, OrderStatus, ReceiptRow, System,
-};
+use crate::domain::payments::{self, OrderStatus};
+use crate::system::{Fixtures, ObligationRow, ObligationStatus, ObservedRow, ReceiptRow, System};
 
 /// A set of receiver and relay steps the adapter can run, with what the simulator needs to know
 /// about it besides them.
@@ -116,8 +115,9 @@ impl<V: Variant> System for ReferenceSystem<V> {
             insert_account.execute((account, tenant))?;
         }
         let mut insert_order = connection.prepare_cached(INSERT_ORDER_SQL)?;
-        for order in &fixtures.orders {
-            insert_order.execute((&order.tenant, &order.order, order.amount_cents, 0))?;
+        for order in &fixtures.subjects {
+            let amount_cents = order.number(payments::AMOUNT).unwrap_or(0);
+            insert_order.execute((&order.tenant, &order.subject, amount_cents, 0))?;
         }
         Ok(())
     }
@@ -195,12 +195,12 @@ pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow
                 schema::CANCELLED => OrderStatus::Cancelled,
                 other => return Err(format!("orders: unknown status {other:?}")),
             };
-            Ok(ObservedRow::Order(OrderRow {
-                tenant: columns.text(&ORDER_COLUMNS, "tenant")?,
-                order: columns.text(&ORDER_COLUMNS, "id")?,
+            Ok(payments::order_row(
+                &columns.text(&ORDER_COLUMNS, "tenant")?,
+                &columns.text(&ORDER_COLUMNS, "id")?,
                 status,
-                amount_cents: columns.int(&ORDER_COLUMNS, "amount_cents")?,
-            }))
+                columns.int(&ORDER_COLUMNS, "amount_cents")?,
+            ))
         }
         "outbox" => {
             let status = match columns.text(&OUTBOX_COLUMNS, "status")?.as_str() {

@@ -46,11 +46,11 @@ impl World {
             );
         }
         self.record(Happening::Emit {
-            kind: spec.kind,
+            kind: self.domain.event_type(&spec),
             event_id: spec.event_id,
             account: spec.account,
             tenant: spec.tenant,
-            order: spec.order,
+            subject: spec.subject,
             subscriptions: streams.len(),
         });
     }
@@ -153,7 +153,7 @@ impl World {
         let event = &self.workload.events[record.event];
         let timestamp_s = (self.now_ms + self.sender_clock_offset_ms).div_euclid(1_000);
         let webhook_id = format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription);
-        let body = event.body().into_bytes();
+        let body = self.domain.body(event).into_bytes();
         let webhook = if signed {
             crate::signing::signed_delivery(
                 &event.account,

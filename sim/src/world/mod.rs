@@ -12,13 +12,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use commitgap::env::{DbError, Value};
-use commitgap::provider::{CallError, FulfillmentPayload, ProviderCall, ProviderReply, ProviderRequest};
+use commitgap::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
 use commitgap::receiver::Answer;
 
 use crate::config::SimConfig;
 use crate::coverage::{Probes, Situation};
 use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
 use crate::decision::{Decision, DecisionKind, Destination};
+use crate::domain::{Domain, Model};
 use crate::faults::{
     self, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, StatementFailure,
 };
@@ -221,6 +222,12 @@ pub struct World {
     step: u64,
     config: SimConfig,
     workload: Workload,
+    /// The system's domain: event bodies, the model, how payloads are read.
+    domain: Arc<dyn Domain>,
+    /// What the domain says the run must end in, computed once from the workload.
+    model: Model,
+    /// Invariants not checked against the system, with why.
+    invariants_left_out: Vec<(String, String)>,
     db: Database,
     observed_tables: Vec<&'static str>,
     processes: Vec<Process>,
@@ -313,6 +320,16 @@ impl World {
 
     pub fn config(&self) -> &SimConfig {
         &self.config
+    }
+
+    /// The system's domain.
+    pub fn domain(&self) -> &dyn Domain {
+        &*self.domain
+    }
+
+    /// What the domain says the run must end in.
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     pub fn workload(&self) -> &Workload {
@@ -444,13 +461,17 @@ impl World {
         seed: u64,
         changes: Vec<RowChange>,
     ) -> Result<(), String> {
-        let diffs = self.view.apply(system, &self.observed_tables, changes)?;
+        let diffs = self.view.apply(
+            &|table, values| system.decode_row(table, values),
+            &self.observed_tables,
+            changes,
+        )?;
         let setup = Happening::Setup {
             system: system.name().to_owned(),
             seed,
             rows: diffs.len(),
             accounts: self.workload.fixtures.accounts.len(),
-            orders: self.workload.fixtures.orders.len(),
+            subjects: self.workload.fixtures.subjects.len(),
             events: self.workload.events.len(),
             streams: self.sender.streams().len(),
             receivers: self.config.receivers,
@@ -509,11 +530,15 @@ impl World {
         }
         for commit in std::mem::take(&mut self.step_commits) {
             let rows = commit.changes.len();
-            let diffs = self.view.apply(system, &self.observed_tables, commit.changes)?;
+            let diffs = self.view.apply(
+                &|table, values| system.decode_row(table, values),
+                &self.observed_tables,
+                commit.changes,
+            )?;
             let observed = crate::trace::Observed::of(&diffs);
             self.trace.record(Happening::Committed { rows, observed });
             remember(&mut self.history, &commit.process_id, &diffs);
-            self.probes.committed(&commit.process_id, &diffs);
+            self.probes.committed(&commit.process_id, &diffs, &self.view);
             self.step_record.commits.push(crate::record::CommitRecord {
                 process_id: commit.process_id,
                 hostile: commit.hostile,
@@ -559,10 +584,10 @@ impl World {
     }
 }
 
-/// Remembers who took each lease, which events were ever received, and which orders were
-/// refunded before they were paid.
+/// Remembers who took each lease, which events were ever received, and which moves entities
+/// made.
 fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDiff]) {
-    use crate::system::{ObservedRow, OrderStatus};
+    use crate::system::ObservedRow;
     for diff in diffs {
         match (&diff.before, &diff.after) {
             (before, Some(ObservedRow::Obligation(after))) => {
@@ -582,12 +607,15 @@ fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDi
                     .ever_received
                     .insert((receipt.account.clone(), receipt.event_id.clone()));
             }
-            (Some(ObservedRow::Order(before)), Some(ObservedRow::Order(after)))
-                if before.status == OrderStatus::AwaitingPayment && after.status == OrderStatus::Refunded =>
+            (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after)))
+                if before.state.state != after.state.state =>
             {
-                history
-                    .refunded_before_payment
-                    .insert((after.tenant.clone(), after.order.clone()));
+                history.moves.insert((
+                    after.tenant.clone(),
+                    after.subject.clone(),
+                    before.state.state.clone(),
+                    after.state.state.clone(),
+                ));
             }
             _ => {}
         }
@@ -600,6 +628,7 @@ impl World {
         seed: u64,
         config: SimConfig,
         workload: Workload,
+        domain: Arc<dyn Domain>,
         db: Database,
         observed_tables: Vec<&'static str>,
         processes: Vec<Process>,
@@ -610,8 +639,9 @@ impl World {
     ) -> World {
         // In a scripted run the test makes every delivery; the sender has nothing to send.
         let sender_events = if scripted { &[][..] } else { &workload.events[..] };
+        let model = domain.model(&workload).with_refusals(&*domain, &workload);
         let sender = Sender::new(config.sender_preset, sender_events, |event| {
-            workload.expects_rejection(event)
+            model.expects_rejection(event)
         });
         let mut settings = crate::signing::receiver_settings(
             workload
@@ -623,7 +653,7 @@ impl World {
         if config.edge_values {
             // A body limit the largest genuine event meets exactly: a receiver that refuses a
             // body at its limit, rather than over it, refuses a genuine delivery.
-            let largest_body = workload.events.iter().map(|event| event.body().len()).max();
+            let largest_body = workload.events.iter().map(|event| domain.body(event).len()).max();
             if let Some(largest_body) = largest_body {
                 settings.insert(
                     commitgap::receiver::BODY_BYTES_MAX_SETTING.to_owned(),
@@ -631,11 +661,19 @@ impl World {
                 );
             }
         }
+        let reader_domain = Arc::clone(&domain);
+        let reader =
+            crate::provider::OperationReader::new(move |payload| reader_domain.operation_of(payload));
+        let provider = ProviderModel::reading(reader.clone());
+        let view = DbView::new(reader);
         World {
             now_ms: 0,
             step: 0,
             config,
             workload,
+            domain,
+            model,
+            invariants_left_out: Vec::new(),
             db,
             observed_tables,
             processes,
@@ -650,14 +688,14 @@ impl World {
             scheduler_rng: SimRng::stream(seed, "scheduler"),
             network_rng: SimRng::stream(seed, "network"),
             provider_rng: SimRng::stream(seed, "provider"),
-            provider: ProviderModel::default(),
+            provider,
             sender,
             faults,
             fault_counts: BTreeMap::new(),
             fault_log: Some(Vec::new()),
             probes: Probes::default(),
             healed: false,
-            view: DbView::default(),
+            view,
             history: History::default(),
             step_commits: Vec::new(),
             step_record: StepRecord::default(),
@@ -1067,6 +1105,16 @@ impl World {
             .then(|| (self.config.relay.stall_ms_max - state.stalled_ms).max(0))
     }
 
+    /// Notes the invariants not checked against the system, with why, for the run's outcome.
+    pub fn note_invariants_left_out(&mut self, left_out: Vec<(String, String)>) {
+        self.invariants_left_out = left_out;
+    }
+
+    /// The invariants not checked against the system, with why.
+    pub fn invariants_left_out(&self) -> &[(String, String)] {
+        &self.invariants_left_out
+    }
+
     /// Tells the world that the system's web framework commits whatever a handler left open.
     pub fn set_framework_commits_handlers(&mut self, commits: bool) {
         self.framework_commits_handlers = commits;
@@ -1311,7 +1359,7 @@ impl World {
         };
         let operation = payload
             .as_deref()
-            .and_then(|payload| FulfillmentPayload::parse(payload).ok());
+            .and_then(|payload| self.provider.reader.operation_of(payload).ok());
         self.step_record.requests.push(RequestRecord {
             process_id: process_id.to_string(),
             key: key.clone(),
@@ -1321,7 +1369,7 @@ impl World {
         let state = self.tasks.get_mut(&task).expect("a calling task is registered");
         state.call = Some(CallInFlight {
             key: key.clone(),
-            operation: operation.map(|payload| payload.operation_key()),
+            operation,
         });
         key
     }
@@ -1456,9 +1504,7 @@ impl World {
             && self.provider.forgets_at_ms(key) == Some(at_ms)
         {
             // Keys are stored once per lifetime, so parsing the payload here is rare.
-            let operation = FulfillmentPayload::parse(payload)
-                .map(|payload| payload.operation_key())
-                .unwrap_or_default();
+            let operation = self.provider.reader.operation_of(payload).unwrap_or_default();
             self.probes.key_stored(at_ms, key, operation);
         }
         self.provider_handled(key, conditions.fail_before_acting, handled)

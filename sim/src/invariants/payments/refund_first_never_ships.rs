@@ -4,10 +4,11 @@
 //! refunded; the payment that arrives afterwards must not create an obligation, and nothing may be
 //! shipped for the order.
 
-use super::{Invariant, InvariantKind, Observation, fulfillment_of};
+use crate::domain::payments::{OrderStatus, fulfillment_of};
+use crate::invariants::{Invariant, InvariantKind, Layer, Observation};
 use crate::system::ObservedRow;
-use crate::view::operation_of;
 
+/// See the module documentation.
 pub struct RefundFirstNeverShips;
 
 impl Invariant for RefundFirstNeverShips {
@@ -19,12 +20,19 @@ impl Invariant for RefundFirstNeverShips {
         "an order refunded before its payment gets no obligation and no shipment"
     }
 
+    fn layer(&self) -> Layer {
+        Layer::Domain
+    }
+
     fn kind(&self) -> InvariantKind {
         InvariantKind::Safety
     }
 
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
-        let refunded = &observation.history.refunded_before_payment;
+        let refunded: Vec<(&str, &str)> = observation
+            .history
+            .moves_from_to(OrderStatus::AwaitingPayment.name(), OrderStatus::Refunded.name())
+            .collect();
         if refunded.is_empty() {
             return Ok(());
         }
@@ -32,6 +40,7 @@ impl Invariant for RefundFirstNeverShips {
             refunded
                 .iter()
                 .find(|(tenant, order)| fulfillment_of(tenant, order) == operation)
+                .copied()
         };
         for &index in &observation.step.new_effects {
             let effect = observation.provider.effect(index);
@@ -45,7 +54,7 @@ impl Invariant for RefundFirstNeverShips {
         for commit in &observation.step.commits {
             for diff in &commit.diffs {
                 if let (None, Some(ObservedRow::Obligation(obligation))) = (&diff.before, &diff.after) {
-                    if let Some((tenant, order)) = is_refunded(&operation_of(obligation)) {
+                    if let Some((tenant, order)) = is_refunded(&observation.operation_of(obligation)) {
                         return Err(format!(
                             "{} created obligation {} for order {tenant}/{order}, refunded before its payment",
                             commit.process_id, obligation.operation_key

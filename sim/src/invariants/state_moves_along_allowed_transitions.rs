@@ -1,0 +1,52 @@
+//! A business entity's state moves only along the transitions its domain allows.
+//!
+//! The domain says which moves are allowed ([`crate::domain::Domain::may_become`]); for payments,
+//! `awaiting_payment -> paid | refunded | cancelled` and `paid -> refunded`, so a refunded or
+//! cancelled order never becomes paid again, whatever arrives late. Judged on every commit that
+//! changed an entity's row, by the state before and after that commit.
+
+use super::{Invariant, InvariantKind, Layer, Observation};
+use crate::system::ObservedRow;
+
+pub struct StateMovesAlongAllowedTransitions;
+
+impl Invariant for StateMovesAlongAllowedTransitions {
+    fn name(&self) -> &'static str {
+        "state-moves-along-allowed-transitions"
+    }
+
+    fn description(&self) -> &'static str {
+        "an entity's state moves only along the transitions its domain allows"
+    }
+
+    fn kind(&self) -> InvariantKind {
+        InvariantKind::Safety
+    }
+
+    fn layer(&self) -> Layer {
+        Layer::Domain
+    }
+
+    fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
+        for commit in &observation.step.commits {
+            for diff in &commit.diffs {
+                if let (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after))) =
+                    (&diff.before, &diff.after)
+                    && before.state.state != after.state.state
+                    && !observation.domain.may_become(&before.state, &after.state)
+                {
+                    return Err(format!(
+                        "{} moved {}/{} from {} to {}, which {} does not allow",
+                        commit.process_id,
+                        after.tenant,
+                        after.subject,
+                        before.state.state,
+                        after.state.state,
+                        observation.domain.name()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! Rows as the simulator sees them, whatever a system's schema: a committed change to a row, and
+//! the canonical rows a system's decoder maps its own to (receipts, business entities,
+//! obligations, its own tables). Plain data shared by the database layer, the view, the
+//! invariants and the domains; it must depend on no other module of the simulator.
+
+use std::collections::BTreeMap;
+
+use commitgap::env::Value;
+
+/// One committed change to a row of an observed table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowChange {
+    /// Index into the observed tables.
+    pub table: usize,
+    pub rowid: i64,
+    /// The row's values after the change, or `None` if it was deleted.
+    pub values: Option<Vec<Value>>,
+}
+
+/// The state of one business entity, in the domain's own words: what transitions are judged on
+/// (`state`) and the other values the model predicts (`fields`, as text).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EntityState {
+    pub state: String,
+    pub fields: BTreeMap<String, String>,
+}
+
+impl EntityState {
+    /// A state with no fields.
+    pub fn named(state: impl Into<String>) -> EntityState {
+        EntityState {
+            state: state.into(),
+            fields: BTreeMap::new(),
+        }
+    }
+
+    /// This state with field `name` set to `value`.
+    pub fn with(mut self, name: &str, value: impl ToString) -> EntityState {
+        self.fields.insert(name.to_owned(), value.to_string());
+        self
+    }
+
+    /// The field called `name`, if there is one.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+impl std::fmt::Display for EntityState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.state)?;
+        for (name, value) in &self.fields {
+            write!(f, " {name}={value}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A row as the invariants see it, whatever the system's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObservedRow {
+    Receipt(ReceiptRow),
+    /// A business entity's row, in its domain's words.
+    Entity(EntityRow),
+    Obligation(ObligationRow),
+    /// A row of one of the system's own tables (a job queue, an audit log), kept as the decoder
+    /// wrote it for the system's own invariants; the built-in invariants ignore it.
+    Own(OwnRow),
+}
+
+/// A row of a system's own table, as its decoder describes it: the table, a key the decoder
+/// chooses (unique within the table for a correct system) and named fields as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnRow {
+    pub table: String,
+    pub key: String,
+    pub fields: Vec<(String, String)>,
+}
+
+impl OwnRow {
+    /// The field called `name`, if the decoder wrote one.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// "Upstream event `(account, event_id)` was processed."
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptRow {
+    pub account: String,
+    pub event_id: String,
+}
+
+/// The business state of one entity, decoded into its domain's words (see
+/// [`crate::domain::Domain`]): the payments domain's order, a CI domain's branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityRow {
+    pub tenant: String,
+    pub subject: String,
+    pub state: EntityState,
+}
+
+/// Work owed to the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObligationRow {
+    /// The key the system stores the obligation under.
+    pub operation_key: String,
+    /// The persisted request body, sent as is on every attempt.
+    pub payload: String,
+    pub status: ObligationStatus,
+    /// The fencing token of the current (or last) lease; it only grows.
+    pub lease_token: i64,
+    /// Who holds (or last held) the lease: an `Env::process_id`.
+    pub lease_owner: Option<String>,
+    /// When the current lease ends, by the clock of the worker that took it.
+    pub lease_expires_ms: Option<i64>,
+    /// The earliest time the obligation may be claimed again (a backoff after a failure, or the
+    /// wait while an ambiguous request may still be at the provider), by the clock of the
+    /// process that wrote it; `None` when the system records no such time.
+    pub next_attempt_ms: Option<i64>,
+    /// Why the obligation is dead, if it is.
+    pub dead_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ObligationStatus {
+    /// Not yet confirmed by the provider, leased or not.
+    Owed,
+    /// The provider confirmed the effect.
+    Done,
+    /// Given up on; waits for an operator.
+    Dead,
+}
