@@ -17,6 +17,11 @@ use commitgap_sim::systems::planted::{FutureTimestampRejected, UnverifiedSignatu
 use commitgap_sim::workload::EventSpec;
 use commitgap_sim::world::Origin;
 
+/// The payments domain's invalid bodies, as the simulated attacker makes them.
+fn invalid(event: &serde_json::Value, rule: u64) -> serde_json::Value {
+    Payments.invalid_body(event, rule)
+}
+
 fn payment() -> EventSpec {
     {
         let mut event = EventSpec::new("acct-a", "tenant-a", "order-1", PAYMENT, 0);
@@ -80,10 +85,10 @@ fn rows_written(scenario: &Scenario) -> i64 {
 #[test]
 fn only_an_attack_that_keeps_the_genuine_signature_reads_it() {
     for attack in Attack::ALL {
-        let signed = hostile_request(attack, genuine(0), "acct-b");
+        let signed = hostile_request(attack, genuine(0), "acct-b", &invalid);
         let mut unsigned = genuine(0);
         unsigned.headers.signature = String::new();
-        let from_unsigned = hostile_request(attack, unsigned, "acct-b");
+        let from_unsigned = hostile_request(attack, unsigned, "acct-b", &invalid);
         assert_eq!(
             signed == from_unsigned,
             !attack.keeps_genuine_signature(),
@@ -104,7 +109,7 @@ fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
             assert!(answer.is_success(), "{answer}");
             rows_before = rows_written(&scenario);
         }
-        let request = hostile_request(attack, genuine(0), "acct-b");
+        let request = hostile_request(attack, genuine(0), "acct-b", &invalid);
         let answer = send(
             &mut scenario,
             request,
@@ -153,7 +158,7 @@ fn every_rule_an_invalid_event_breaks_is_refused_for_its_own_reason() {
             CURRENT_GENERATION,
         );
         let mut scenario = scenario(ReferenceSystem::reference());
-        let request = hostile_request(Attack::InvalidEvent, genuine, "acct-b");
+        let request = hostile_request(Attack::InvalidEvent, genuine, "acct-b", &invalid);
         bodies.insert(String::from_utf8_lossy(&request.body).into_owned());
         let answer = send(
             &mut scenario,
@@ -185,7 +190,7 @@ fn a_receiver_that_skips_verification_is_caught_by_the_invariants() {
         Attack::CrossAccount,
     ] {
         let mut scenario = scenario(ReferenceSystem::new(UnverifiedSignature));
-        let request = hostile_request(attack, genuine(0), "acct-b");
+        let request = hostile_request(attack, genuine(0), "acct-b", &invalid);
         send(
             &mut scenario,
             request,

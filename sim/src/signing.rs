@@ -118,7 +118,12 @@ pub fn unsigned_delivery(
 /// [`crate::faults::Attack`]). `other_account` is an account the cross-account request names.
 /// Only an attack that [keeps the genuine signature](Attack::keeps_genuine_signature) reads
 /// `genuine`'s signature.
-pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: &str) -> WebhookDelivery {
+pub fn hostile_request(
+    attack: Attack,
+    genuine: WebhookDelivery,
+    other_account: &str,
+    invalid: &dyn Fn(&serde_json::Value, u64) -> serde_json::Value,
+) -> WebhookDelivery {
     let account = genuine.endpoint.clone();
     let id = genuine.headers.id.clone();
     let timestamp_s: i64 = genuine.headers.timestamp.parse().unwrap_or(0);
@@ -181,7 +186,11 @@ pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: 
             timestamp_s,
             CURRENT_GENERATION,
         ),
-        Attack::InvalidEvent => resign(invalid_event(&body_json(), &id), timestamp_s, CURRENT_GENERATION),
+        Attack::InvalidEvent => resign(
+            invalid_event(&body_json(), &id, invalid),
+            timestamp_s,
+            CURRENT_GENERATION,
+        ),
         Attack::ReusedEventId => {
             let created_ms = body_json()
                 .get("created_ms")
@@ -196,22 +205,15 @@ pub fn hostile_request(attack: Attack, genuine: WebhookDelivery, other_account: 
     }
 }
 
-/// `event` made invalid by one rule of [`commitgap::receiver::WebhookEvent::parse_bytes`], each
-/// just past its limit; which rule is chosen by the delivery's id, so a run's attacks try them all.
-fn invalid_event(event: &serde_json::Value, webhook_id: &str) -> Vec<u8> {
-    use commitgap::receiver::{AMOUNT_CENTS_MAX, NAME_CHARS_MAX};
-    let mut event = event.clone();
-    let order = event["order"].as_str().unwrap_or("order").to_owned();
-    let rule = webhook_id.bytes().map(u64::from).sum::<u64>() % 6;
-    match rule {
-        0 => event["id"] = "".into(),
-        1 => event["order"] = "".into(),
-        2 => event["id"] = "i".repeat(NAME_CHARS_MAX + 1).into(),
-        3 => event["order"] = format!("{order}\u{7}").into(),
-        4 => event["created_ms"] = (-1).into(),
-        _ => event["amount_cents"] = (AMOUNT_CENTS_MAX + 1).into(),
-    }
-    event.to_string().into_bytes()
+/// `event` made invalid by one of its domain's rules (`invalid`), each just past its limit;
+/// which rule is chosen by the delivery's id, so a run's attacks try them all.
+fn invalid_event(
+    event: &serde_json::Value,
+    webhook_id: &str,
+    invalid: &dyn Fn(&serde_json::Value, u64) -> serde_json::Value,
+) -> Vec<u8> {
+    let rule = webhook_id.bytes().map(u64::from).sum::<u64>();
+    invalid(event, rule).to_string().into_bytes()
 }
 
 /// `body` with `padding_bytes` of `x` written into its empty `"padding"` field: the bytes

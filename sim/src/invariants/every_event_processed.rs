@@ -16,7 +16,7 @@ impl Invariant for EveryEventProcessed {
     }
 
     fn description(&self) -> &'static str {
-        "after heal, every event for an existing order had its receipt committed at some point"
+        "after heal, every event its domain accepts had its receipt committed at some point"
     }
 
     fn kind(&self) -> InvariantKind {

@@ -324,3 +324,100 @@ pub fn changed_obligations<'a>(
 pub fn lease_taken(before: &ObligationRow, after: &ObligationRow) -> bool {
     after.lease_token > before.lease_token && after.lease_owner.is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::payments::Payments;
+    use crate::system::Workflows;
+
+    fn names(invariants: &[Box<dyn Invariant>]) -> Vec<&'static str> {
+        invariants.iter().map(|invariant| invariant.name()).collect()
+    }
+
+    #[test]
+    fn a_system_without_a_workflow_is_not_judged_by_what_assumes_it() {
+        let every = InvariantChoice::default();
+        let (all, left_out) = judging_of(Workflows::default(), &every);
+        assert!(names(&all).contains(&"dead-only-if-rejected"));
+        assert!(left_out.is_empty());
+        let without = Workflows {
+            operator_requeue: false,
+        };
+        let (fewer, left_out) = judging_of(without, &every);
+        assert!(!names(&fewer).contains(&"dead-only-if-rejected"));
+        assert_eq!(left_out.len(), 1);
+        assert_eq!(left_out[0].0, "dead-only-if-rejected");
+        assert!(left_out[0].1.contains("operator-requeue"), "{left_out:?}");
+    }
+
+    fn judging_of(workflows: Workflows, choice: &InvariantChoice) -> Judging {
+        judging(&Payments, workflows, choice).unwrap()
+    }
+
+    #[test]
+    fn a_choice_narrows_and_an_unknown_name_is_refused() {
+        let only = InvariantChoice {
+            only: Some(["outbox-drains".to_owned(), "one-effect-per-operation".to_owned()].into()),
+            without: ["outbox-drains".to_owned()].into(),
+        };
+        let (chosen, _) = judging_of(Workflows::default(), &only);
+        assert_eq!(names(&chosen), ["one-effect-per-operation"]);
+        let unknown = InvariantChoice {
+            only: None,
+            without: ["no-such-rule".to_owned()].into(),
+        };
+        let error = judging(&Payments, Workflows::default(), &unknown).err().unwrap();
+        assert!(error.contains("no-such-rule"), "{error}");
+    }
+
+    #[test]
+    fn the_payments_rules_judge_only_systems_in_the_payments_domain() {
+        struct Elsewhere;
+        impl Domain for Elsewhere {
+            fn name(&self) -> &str {
+                "elsewhere"
+            }
+            fn description(&self) -> &str {
+                "a domain for a test"
+            }
+            fn rules(&self) -> Vec<String> {
+                Vec::new()
+            }
+            fn draw(
+                &self,
+                _seed: u64,
+                _settings: &crate::shape::WorkloadSettings,
+            ) -> (crate::workload::Fixtures, Vec<crate::workload::EventSpec>) {
+                (crate::workload::Fixtures::default(), Vec::new())
+            }
+            fn event_type(&self, event: &crate::workload::EventSpec) -> String {
+                event.kind.clone()
+            }
+            fn model(&self, _workload: &crate::workload::Workload) -> Model {
+                Model::default()
+            }
+            fn may_become(
+                &self,
+                _before: &crate::rows::EntityState,
+                _after: &crate::rows::EntityState,
+            ) -> bool {
+                true
+            }
+            fn refusal(
+                &self,
+                _workload: &crate::workload::Workload,
+                _event: &crate::workload::EventSpec,
+            ) -> Option<crate::domain::Refusal> {
+                None
+            }
+            fn operation_of(&self, payload: &str) -> Result<String, String> {
+                Ok(payload.to_owned())
+            }
+        }
+        let elsewhere = names(&registry(&Elsewhere));
+        assert!(!elsewhere.contains(&"refund-first-never-ships"));
+        assert!(elsewhere.contains(&"owed-operation-settles"));
+        assert!(names(&registry(&Payments)).contains(&"refund-first-never-ships"));
+    }
+}

@@ -332,7 +332,9 @@ impl World {
             .map(|(other, _)| other.clone())
             .find(|other| *other != account)
             .unwrap_or_else(|| "acct-elsewhere".to_owned());
-        let hostile = crate::signing::hostile_request(attack, genuine, &other_account);
+        let domain = std::sync::Arc::clone(&self.domain);
+        let invalid = |event: &serde_json::Value, rule: u64| domain.invalid_body(event, rule);
+        let hostile = crate::signing::hostile_request(attack, genuine, &other_account, &invalid);
         let name = self.faults[fault].name();
         self.record_fault(
             name,
