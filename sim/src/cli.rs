@@ -1055,6 +1055,7 @@ fn summarize(
         }),
         coverage: report.coverage.clone(),
         interrupted: report.interrupted,
+        stopped_by_max_failures: report.stopped_by_max_failures,
     }
 }
 

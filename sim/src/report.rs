@@ -59,6 +59,8 @@ pub struct SweepSummary {
     pub coverage: SweepCoverage,
     /// Whether a signal stopped the sweep before it ran every planned seed.
     pub interrupted: bool,
+    /// Whether the sweep stopped handing out seeds once `--max-failures` seeds had failed.
+    pub stopped_by_max_failures: bool,
 }
 
 /// One problem found in one seed: an invariant that failed, or two runs that differed.
@@ -188,6 +190,7 @@ struct JsonReport<'a> {
     seeds_planned: u64,
     seeds_run: u64,
     stopped_by_time_budget: bool,
+    stopped_by_max_failures: bool,
     interrupted: bool,
     passed: bool,
     failing_seeds: usize,
@@ -257,7 +260,10 @@ impl<'a> JsonReport<'a> {
             time_budget_s: summary.time_budget_s,
             seeds_planned: summary.seeds_planned,
             seeds_run: summary.seeds_run,
-            stopped_by_time_budget: summary.seeds_run < summary.seeds_planned && !summary.interrupted,
+            stopped_by_time_budget: summary.seeds_run < summary.seeds_planned
+                && !summary.interrupted
+                && !summary.stopped_by_max_failures,
+            stopped_by_max_failures: summary.stopped_by_max_failures,
             interrupted: summary.interrupted,
             passed: summary.passed(),
             failing_seeds: summary.failing_seeds(),
@@ -695,6 +701,7 @@ mod tests {
             first_failure,
             coverage: SweepCoverage::default(),
             interrupted: false,
+            stopped_by_max_failures: false,
         }
     }
 

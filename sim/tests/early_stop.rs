@@ -110,6 +110,8 @@ fn max_failures_stops_a_broken_systems_sweep_and_the_summary_is_grouped() {
     assert!(ran < 100, "receipt-first fails most seeds, so few run: {summary}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
     assert_eq!(json["seeds_run"], ran);
+    assert_eq!(json["stopped_by_max_failures"], true, "{json}");
+    assert_eq!(json["stopped_by_time_budget"], false, "{json}");
     let failures = json["failures"].as_array().unwrap();
     assert_eq!(failures.len() as u64, failing, "{json}");
 

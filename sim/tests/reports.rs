@@ -335,6 +335,7 @@ fn text_with_markup_survives_both_reports() {
         }),
         coverage: SweepCoverage::default(),
         interrupted: false,
+        stopped_by_max_failures: false,
     };
     let root = parse_xml(&junit_report(&summary));
     let suite = root.only_child("testsuite");
