@@ -172,6 +172,8 @@ pub struct RunOutcome {
     /// Invariants not checked against the system because it lacks a workflow they assume, with
     /// why.
     pub invariants_left_out: Vec<(String, String)>,
+    /// The name of the system's domain.
+    pub domain: String,
     /// The fault decisions that mattered, in order.
     pub fault_log: Vec<String>,
     /// Every step's record, if they were kept.
@@ -193,6 +195,7 @@ impl RunOutcome {
             faults_fired: &self.faults_fired,
             situations: &self.situations,
             invariants_left_out: &self.invariants_left_out,
+            domain: &self.domain,
         }
     }
 }
@@ -930,6 +933,7 @@ impl Simulation {
             faults_fired: world.fault_counts().clone(),
             situations: world.probes().reached(),
             invariants_left_out: world.invariants_left_out().to_vec(),
+            domain: world.domain().name().to_owned(),
             fault_log: world.fault_log().to_vec(),
             trace,
             effects: world.provider().effects().len(),
