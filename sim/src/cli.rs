@@ -68,6 +68,10 @@ enum Command {
     Shrink(ShrinkArgs),
     /// List the systems, fault models and invariants, or the contract a system is judged by.
     List(ListArgs),
+    /// Write a new crate that plugs its own receiver and relay into the simulation: a small
+    /// system built from the reference's steps, its simulation program, a harness test and a
+    /// README with the next three steps.
+    New(NewArgs),
     /// Measure the simulator's power: how fast each planted bug is caught.
     Mutants(MutantsArgs),
     /// Measure the simulator's speed, peak memory and cost against SQLite alone.
@@ -261,6 +265,15 @@ struct ShapeArgs {
 pub const DEFAULT_SHRINK_MAX: u64 = crate::findings::DEFAULT_SHRINK_MAX;
 
 #[derive(Args)]
+struct NewArgs {
+    /// The directory to create (new or empty); its name names the package.
+    directory: PathBuf,
+    /// Depend on the commitgap checkout at CHECKOUT (its root) by path, instead of by version.
+    #[arg(long, value_name = "CHECKOUT")]
+    path_dependency: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct ListArgs {
     /// Print the contract instead: for every invariant that judges the system, the rule it must
     /// keep, one line each, then its domain's business rules.
@@ -413,6 +426,7 @@ fn run(app: &App) -> i32 {
         Command::Replay(args) => run_replay(app, &args),
         Command::Shrink(args) => run_shrink(&args),
         Command::List(args) => run_list(app, &args),
+        Command::New(args) => run_new(&args),
         Command::Mutants(args) => run_mutants(app, &args),
         Command::Bench(args) => run_bench(app, &args),
     };
@@ -1984,6 +1998,22 @@ fn run_bench(app: &App, args: &BenchArgs) -> Result<i32, UsageError> {
     );
     say!("{}", report.summary_line());
     Ok(code)
+}
+
+fn run_new(args: &NewArgs) -> Result<i32, UsageError> {
+    let scaffold = crate::scaffold::Scaffold {
+        directory: args.directory.clone(),
+        path_dependency: args.path_dependency.clone(),
+    };
+    let written = scaffold.write().map_err(UsageError)?;
+    for path in &written {
+        say!("wrote {}", path.display());
+    }
+    say!(
+        "next: cd {} && cargo run --release -- sweep --seeds 200 (then see its README.md)",
+        args.directory.display()
+    );
+    Ok(0)
 }
 
 fn run_list(app: &App, args: &ListArgs) -> Result<i32, UsageError> {

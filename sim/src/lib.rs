@@ -53,6 +53,7 @@
 //! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
 //! - [`app`]: a team's own simulation program: its systems, planted bugs, fault models,
 //!   invariants and workload behind every command.
+//! - [`scaffold`]: `commitgap new`, a team's first crate, ready to sweep.
 //! - [`cli`]: the command-line program.
 
 pub mod app;
@@ -78,6 +79,7 @@ pub mod report;
 pub mod rng;
 pub mod rows;
 pub mod run;
+pub mod scaffold;
 pub mod scenario;
 pub mod schedule;
 pub mod seed_file;
