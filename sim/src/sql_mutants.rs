@@ -549,6 +549,14 @@ impl System for MutatedSystem {
         self.inner.requeue_dead_obligations(self.env(env))
     }
 
+    fn domain(&self) -> std::sync::Arc<dyn crate::domain::Domain> {
+        self.inner.domain()
+    }
+
+    fn workflows(&self) -> crate::system::Workflows {
+        self.inner.workflows()
+    }
+
     fn commits_after_answer(&self) -> bool {
         self.inner.commits_after_answer()
     }

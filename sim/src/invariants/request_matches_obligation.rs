@@ -5,8 +5,6 @@
 //! operation with no committed obligation was caused by something that may yet roll back.
 //! Checked on every send, not only on sends that produced an effect.
 
-use commitgap::provider::FulfillmentPayload;
-
 use super::{Invariant, InvariantKind, Observation};
 
 pub struct RequestMatchesObligation;
@@ -29,13 +27,12 @@ impl Invariant for RequestMatchesObligation {
             let Some(payload) = &request.payload else {
                 continue;
             };
-            let Ok(parsed) = FulfillmentPayload::parse(payload) else {
+            let Ok(operation) = observation.domain.operation_of(payload) else {
                 return Err(format!(
                     "{} sent an unreadable payload under key {}",
                     request.process_id, request.key
                 ));
             };
-            let operation = parsed.operation_key();
             let mut obligations = observation.db.obligations_for(&operation).peekable();
             if obligations.peek().is_none() {
                 return Err(format!(
