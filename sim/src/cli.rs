@@ -532,18 +532,10 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
         lease_ms: args.lease_ms,
         receipt_retention_ms: args.receipt_retention_ms,
         faults: args.faults.as_deref().map(split_names),
-        without_faults: args
-            .without_faults
-            .as_deref()
-            .map(split_names)
-            .unwrap_or_default(),
+        without_faults: names_or_none(args.without_faults.as_deref()),
         no_edge_values: args.no_edge_values,
         invariants: args.invariants.as_deref().map(split_names),
-        without_invariants: args
-            .without_invariants
-            .as_deref()
-            .map(split_names)
-            .unwrap_or_default(),
+        without_invariants: names_or_none(args.without_invariants.as_deref()),
     };
     shape = overlay(shape, from_flags);
     check_invariant_names(app, &shape)?;
@@ -600,6 +592,11 @@ fn overlay(base: WorkloadShape, top: WorkloadShape) -> WorkloadShape {
         without_invariants: [base.without_invariants, top.without_invariants].concat(),
         no_edge_values: top.no_edge_values || base.no_edge_values,
     }
+}
+
+/// The names a comma-separated flag gives, none when it is not given.
+fn names_or_none(text: Option<&str>) -> Vec<String> {
+    text.map(split_names).unwrap_or_default()
 }
 
 fn split_names(text: &str) -> Vec<String> {
@@ -2024,11 +2021,7 @@ fn run_list(app: &App, args: &ListArgs) -> Result<i32, UsageError> {
     let system = system_or_first(app, args.system.as_deref())?;
     let shape = WorkloadShape {
         invariants: args.invariants.as_deref().map(split_names),
-        without_invariants: args
-            .without_invariants
-            .as_deref()
-            .map(split_names)
-            .unwrap_or_default(),
+        without_invariants: names_or_none(args.without_invariants.as_deref()),
         ..WorkloadShape::default()
     };
     check_invariant_names(app, &shape)?;
