@@ -2,14 +2,14 @@
 //! `commitgap-sim` simulator tests, and a library you can run for real.
 //!
 //! Map of the modules:
-//! - [`env`]: the runtime interface ([`env::Env`]) every other module is written against; under
+//! - [`env`](mod@env): the runtime interface ([`env::Env`]) every other module is written against; under
 //!   simulation each awaited call is a scheduling point.
 //! - [`schema`]: the tables (accounts, receipts, orders, outbox) and their column order.
 //! - [`receiver`]: one delivery in, one `BEGIN IMMEDIATE` transaction, one answer out, written as
 //!   named steps ([`receiver::ReceiverSteps`]) a variant can override one at a time.
 //! - [`relay`]: claim an obligation under a fenced lease, call the provider, record the outcome,
 //!   written as named steps ([`relay::RelaySteps`]) likewise.
-//! - [`reference`]: [`reference::Reference`], the type that takes every step as the reference
+//! - [`reference`](mod@reference): [`reference::Reference`], the type that takes every step as the reference
 //!   defines it.
 //! - [`purge`]: delete old receipts, never business state.
 //! - [`provider`]: the downstream provider's contract (requests, replies, payload format).

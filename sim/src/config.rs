@@ -288,7 +288,7 @@ impl SimConfig {
         }
     }
 
-    /// Checks every value a hand-edited seed file could get wrong, against [`limits`]: counts,
+    /// Checks every value a hand-edited seed file could get wrong, against [`crate::limits`]: counts,
     /// durations, ratios and each fault model's settings. The error is one line naming the field
     /// (as a path from the configuration, `relay.lease_ms`), the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {

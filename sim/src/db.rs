@@ -308,7 +308,7 @@ impl Database {
     ///
     /// `set_up` runs on a new, bare in-memory database, whose rows then replace the reused
     /// database's rows table by table, rowids and `sqlite_sequence` included (see
-    /// [`Store::reset_from`]). If `set_up` fails there, or writes another schema, the caller sets
+    /// `Store::reset_from`). If `set_up` fails there, or writes another schema, the caller sets
     /// up a new database, which runs `set_up` a second time and reports a failure as usual.
     pub fn reuse(
         backend: Backend,

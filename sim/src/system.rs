@@ -27,7 +27,7 @@ pub trait System: Send + Sync {
     fn description(&self) -> &str;
 
     /// The business the system serves: what its events mean, what they owe, which it refuses.
-    /// The default is the reference's, [`crate::domain::payments`].
+    /// The default is the reference's, [`crate::domain::payments()`].
     fn domain(&self) -> std::sync::Arc<dyn Domain> {
         crate::domain::payments()
     }

@@ -10,7 +10,7 @@
 //! transitions, which events a correct receiver refuses, and how the provider reads a payload.
 //! The domain-generic invariants compare what a system did with the model.
 //!
-//! [`payments`] is the reference's domain and the default; a team brings its own by implementing
+//! [`payments`](mod@payments) is the reference's domain and the default; a team brings its own by implementing
 //! [`Domain`] and returning it from [`crate::system::System::domain`].
 //!
 //! A domain is plain configuration shared by every sweep thread. It must decide nothing outside

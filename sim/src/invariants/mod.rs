@@ -5,8 +5,9 @@
 //! business: they read receipts, obligations, effects, answers and transactions. The domain's
 //! ([`Layer::Domain`]) compare what the system did with its domain's model
 //! ([`crate::domain::Model`]): the final states, the operations owed, the allowed transitions,
-//! the events to refuse; the domain may add rules of its own
-//! ([`crate::domain::Domain::invariants`]). A team's own invariants are [`Layer::Own`].
+//! the events to refuse. A domain's rules the generic ones do not cover are its own invariants
+//! (payments': [`payments`], checked only for systems in that domain). A team's own invariants
+//! are [`Layer::Own`].
 //!
 //! Safety invariants are checked after every step that committed rows, performed an effect or
 //! answered a delivery; they look at that step's changes ([`StepRecord`]) against the committed

@@ -1,5 +1,5 @@
 //! The payments domain's rules that the generic invariants do not cover, checked only for
-//! systems in that domain ([`crate::domain::payments`]): a refund that overtakes its payment
+//! systems in that domain ([`crate::domain::payments`](mod@crate::domain::payments)): a refund that overtakes its payment
 //! leaves nothing shipped, and a paid order's fulfillment settles whatever the arrival order.
 //! They read the observation like any invariant and must not change anything.
 
