@@ -186,14 +186,7 @@ fn sweep_correct(reference: &Arc<dyn System>, options: &MutantsOptions) -> Refer
     let failures = report
         .failures
         .iter()
-        .map(|result| {
-            let invariant = result
-                .outcome
-                .failure
-                .as_ref()
-                .map_or("nondeterminism", |failure| &failure.invariant);
-            (result.outcome.seed, invariant.to_owned())
-        })
+        .map(|result| (result.outcome.seed, verdict_of(&result.outcome).to_owned()))
         .chain(
             report
                 .errors
@@ -209,6 +202,16 @@ fn sweep_correct(reference: &Arc<dyn System>, options: &MutantsOptions) -> Refer
     }
 }
 
+/// The verdict of a run that did not pass, as the tables name it: the invariant that failed, or
+/// `did-not-settle`, or `nondeterminism` for a seed whose two runs differed.
+fn verdict_of(outcome: &crate::run::RunOutcome) -> &str {
+    match (&outcome.failure, &outcome.unsettled) {
+        (Some(failure), _) => &failure.invariant,
+        (None, Some(_)) => "did-not-settle",
+        (None, None) => "nondeterminism",
+    }
+}
+
 /// Sweeps `system` batch by batch until a seed fails or the budget is spent.
 fn hunt(system: &Arc<dyn System>, options: &MutantsOptions) -> MutantRow {
     let started = Instant::now();
@@ -219,18 +222,21 @@ fn hunt(system: &Arc<dyn System>, options: &MutantsOptions) -> MutantRow {
         let seeds = batch.min(options.budget - offset);
         let first_seed = options.first_seed.wrapping_add(offset);
         let report = sweep(&sweep_options(system, options, first_seed, seeds), &|_, _| {});
+        // Every verdict but a pass counts, as in `mutants --sql` and the harness: an invariant's
+        // failure, or a run that did not settle (a sweep does not pass it either). The first in
+        // seed order, whatever the number of jobs.
         if let Some(result) = report
             .failures
             .iter()
-            .find(|result| result.outcome.failure.is_some())
+            .filter(|result| result.outcome.failure.is_some() || result.outcome.unsettled.is_some())
+            .min_by_key(|result| result.outcome.seed)
         {
             let outcome = &result.outcome;
-            let failure = outcome.failure.as_ref().expect("found above");
             return MutantRow {
                 system: system.name().to_owned(),
                 caught: Some(Caught {
                     seed: outcome.seed,
-                    invariant: failure.invariant.clone(),
+                    invariant: verdict_of(outcome).to_owned(),
                     seeds_to_failure: outcome.seed.wrapping_sub(options.first_seed) + 1,
                     wall_to_failure: started.elapsed(),
                     steps: outcome.steps,

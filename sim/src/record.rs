@@ -127,6 +127,9 @@ pub struct History {
     /// Every distinct move of an entity's state committed so far: `(tenant, subject, state
     /// before, state after)`, for rules about which moves happened (a refund before a payment).
     pub moves: BTreeSet<(String, String, String, String)>,
+    /// What is stuck after heal, once the world has seen work make no progress for longer than
+    /// the system's own waits allow (see `work-progresses-after-heal`).
+    pub stuck: Option<String>,
     /// The furthest any process's clock has been from true time so far in the run, in either
     /// direction (0 while no clock has moved).
     pub clock_offset_max_ms: i64,

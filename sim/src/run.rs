@@ -445,11 +445,13 @@ impl Simulation {
     /// in steps or in virtual time, is reached first.
     fn liveness_phase(&mut self) -> Result<LivenessEnd, String> {
         let (liveness_ms, liveness_steps) = liveness_bounds(&self.world.borrow());
-        let (end_ms, steps_max) = {
+        let (end_ms, steps_max, start_step, start_ms) = {
             let world = self.world.borrow();
             (
                 world.now_ms().saturating_add(liveness_ms),
                 world.step().saturating_add(liveness_steps),
+                world.step(),
+                world.now_ms(),
             )
         };
         loop {
@@ -459,6 +461,11 @@ impl Simulation {
                     return Ok(LivenessEnd::Settled);
                 }
                 if world.now_ms() >= end_ms || world.step() >= steps_max {
+                    drop(world);
+                    if let Some(failure) = self.stuck_at_bound(start_step, start_ms) {
+                        return Ok(LivenessEnd::Failed(failure));
+                    }
+                    let world = self.world.borrow();
                     let bound = if world.step() >= steps_max {
                         format!("{liveness_steps} steps after heal")
                     } else {
@@ -475,6 +482,9 @@ impl Simulation {
                     }));
                 }
             }
+            if let Some(failure) = self.stuck() {
+                return Ok(LivenessEnd::Failed(failure));
+            }
             match self.step()? {
                 StepOutcome::Continue => {}
                 // Nothing can happen any more: the world is as settled as it will get, and the
@@ -483,6 +493,41 @@ impl Simulation {
                 StepOutcome::Failed(failure) => return Ok(LivenessEnd::Failed(failure)),
             }
         }
+    }
+
+    /// At the liveness bound, the failure of `work-progresses-after-heal` if the second half of
+    /// the liveness phase (from the middle of `start_step..now` and `start_ms..now`) took up no
+    /// owed obligation: such a run is stuck, not slow.
+    fn stuck_at_bound(&mut self, start_step: u64, start_ms: i64) -> Option<Failure> {
+        let (middle_step, middle_ms) = {
+            let world = self.world.borrow();
+            (
+                start_step + world.step().saturating_sub(start_step) / 2,
+                start_ms + world.now_ms().saturating_sub(start_ms) / 2,
+            )
+        };
+        let diagnosis = self.world.borrow().stuck_at_bound(middle_step, middle_ms);
+        self.stuck_failure(diagnosis?)
+    }
+
+    /// The failure of `work-progresses-after-heal` once the world finds work stuck, if that
+    /// invariant judges the run (turned off, the run goes on to its bound).
+    fn stuck(&mut self) -> Option<Failure> {
+        let diagnosis = self.world.borrow_mut().diagnose_stuck()?;
+        self.stuck_failure(diagnosis)
+    }
+
+    /// Reports `diagnosis` as the failure of `work-progresses-after-heal`, if it judges the run.
+    fn stuck_failure(&mut self, diagnosis: String) -> Option<Failure> {
+        let invariant = self
+            .invariants
+            .iter()
+            .find(|invariant| invariant.name() == invariants::work_progresses_after_heal::NAME)?;
+        let mut world = self.world.borrow_mut();
+        world.note_stuck(diagnosis);
+        let empty = StepRecord::default();
+        let observation = observation(&world, &empty);
+        failure_of(&**invariant, &observation, &world)
     }
 
     pub(crate) fn check_liveness(&self) -> Option<Failure> {

@@ -43,6 +43,7 @@ mod sender_converges;
 mod state_moves_along_allowed_transitions;
 mod success_answer_has_receipt;
 mod task_closes_its_transaction;
+pub mod work_progresses_after_heal;
 
 use std::sync::Arc;
 
@@ -261,6 +262,7 @@ fn built_in(domain: &dyn Domain) -> Vec<Box<dyn Invariant>> {
         Box::new(final_state_matches_creation_order::FinalStateMatchesCreationOrder),
         Box::new(owed_operation_settles::OwedOperationSettles),
         Box::new(no_stuck_key::NoStuckKey),
+        Box::new(work_progresses_after_heal::WorkProgressesAfterHeal),
     ]);
     invariants
 }

@@ -37,6 +37,7 @@ use crate::workload::Workload;
 
 mod deliveries;
 mod incidents;
+mod progress;
 
 pub use deliveries::Arrived;
 
@@ -228,6 +229,8 @@ pub struct World {
     model: Model,
     /// Invariants not checked against the system, with why.
     invariants_left_out: Vec<(String, String)>,
+    /// The claims made after heal, to tell stuck work from slow work.
+    stuck_watch: progress::StuckWatch,
     db: Database,
     observed_tables: Vec<&'static str>,
     processes: Vec<Process>,
@@ -538,6 +541,7 @@ impl World {
             let observed = crate::trace::Observed::of(&diffs);
             self.trace.record(Happening::Committed { rows, observed });
             remember(&mut self.history, &commit.process_id, &diffs);
+            self.stuck_watch.committed(self.now_ms, &diffs);
             self.probes.committed(&commit.process_id, &diffs, &self.view);
             self.step_record.commits.push(crate::record::CommitRecord {
                 process_id: commit.process_id,
@@ -674,6 +678,7 @@ impl World {
             domain,
             model,
             invariants_left_out: Vec::new(),
+            stuck_watch: progress::StuckWatch::default(),
             db,
             observed_tables,
             processes,

@@ -1,0 +1,157 @@
+//! Stuck versus slow: what the world remembers of the work left after heal, to tell a system that
+//! will never finish from one still on its way.
+//!
+//! After heal no fault acts any more, so every obligation still owed must be taken up again within
+//! the waits the relay was configured with (its lease, the provider's processing bound, its
+//! backoff cap, its idle poll: `SimConfig::relay_waits_ms`). An obligation that no worker takes up
+//! for twice those waits is stuck: waiting longer would only repeat the same steps until the
+//! liveness bound. (Workers taking one up again and again without an effect are not judged: the
+//! provider may replay an error it cached under the key until it forgets the key, and a relay
+//! that keeps trying until then, or until its own attempts run out, is slow, not stuck.) Once the provider has performed an obligation's
+//! operation, a correct relay settles it at its next claim (it finds the key and records the
+//! outcome); one taken up again and again after that is stuck however short the time. This module
+//! records the claims made after heal and says what is stuck; it decides nothing and changes no
+//! state of the run.
+
+use std::collections::BTreeMap;
+
+use super::World;
+use crate::rows::{ObligationStatus, ObservedRow};
+use crate::trace::format_time_ms;
+use crate::view::RowDiff;
+
+/// The claims of each obligation made after heal.
+#[derive(Debug, Default)]
+pub struct StuckWatch {
+    /// When the world healed; `None` before.
+    healed_at_ms: Option<i64>,
+    /// By operation key: when each claim after heal was made.
+    claims: BTreeMap<String, Vec<i64>>,
+    /// The next virtual time at which to look again: the windows are hours long, so looking at
+    /// every step would only cost time.
+    next_look_ms: i64,
+}
+
+/// Claims of one obligation after its operation was performed that a correct relay never needs:
+/// one finds the performed key and settles it, and a busy database may spoil that write a time or
+/// two.
+const CLAIMS_AFTER_PERFORMED_MAX: usize = 5;
+
+impl StuckWatch {
+    /// Starts watching at heal.
+    pub(super) fn healed(&mut self, now_ms: i64) {
+        self.healed_at_ms = Some(now_ms);
+        self.next_look_ms = now_ms;
+    }
+
+    /// Records the leases taken in one commit's changes, after heal.
+    pub(super) fn committed(&mut self, now_ms: i64, diffs: &[RowDiff]) {
+        if self.healed_at_ms.is_none() {
+            return;
+        }
+        for diff in diffs {
+            if let (Some(ObservedRow::Obligation(before)), Some(ObservedRow::Obligation(after))) =
+                (&diff.before, &diff.after)
+                && after.lease_token > before.lease_token
+                && after.lease_owner.is_some()
+            {
+                self.claims
+                    .entry(after.operation_key.clone())
+                    .or_default()
+                    .push(now_ms);
+            }
+        }
+    }
+}
+
+impl World {
+    /// At the liveness bound, what is stuck rather than slow: an owed obligation that no worker
+    /// has taken up in the second half of the liveness phase (`since_step`, the step at its
+    /// middle), however the steps were spent. `None` when every owed obligation was taken up
+    /// since, which is a run still working at its bound.
+    pub fn stuck_at_bound(&self, since_step: u64, since_ms: i64) -> Option<String> {
+        let healed_at_ms = self.stuck_watch.healed_at_ms?;
+        for obligation in self.view.obligations() {
+            if obligation.status != ObligationStatus::Owed {
+                continue;
+            }
+            let key = &obligation.operation_key;
+            let last_claim_ms = self
+                .stuck_watch
+                .claims
+                .get(key)
+                .and_then(|claims| claims.last().copied());
+            if last_claim_ms.is_none_or(|at_ms| at_ms < since_ms) {
+                let last = last_claim_ms.map_or_else(
+                    || format!("not once since heal at {}", format_time_ms(healed_at_ms)),
+                    |at_ms| format!("last at {}", format_time_ms(at_ms)),
+                );
+                return Some(format!(
+                    "obligation {key} is owed and no worker took it up in the {} steps before the liveness bound ({last}): the run repeats itself without progress",
+                    self.step.saturating_sub(since_step)
+                ));
+            }
+        }
+        None
+    }
+
+    /// Notes what is stuck, for `work-progresses-after-heal` to report.
+    pub fn note_stuck(&mut self, diagnosis: String) {
+        self.history.stuck = Some(diagnosis);
+    }
+
+    /// What is stuck after heal, in one line a person can act on, or `None` while every owed
+    /// obligation is within the waits its relay was promised.
+    pub fn diagnose_stuck(&mut self) -> Option<String> {
+        let healed_at_ms = self.stuck_watch.healed_at_ms?;
+        let now_ms = self.now_ms;
+        if now_ms < self.stuck_watch.next_look_ms {
+            return None;
+        }
+        let waits_ms = self.config.relay_waits_ms().saturating_mul(2);
+        self.stuck_watch.next_look_ms = now_ms.saturating_add((waits_ms / 8).max(1));
+        for obligation in self.view.obligations() {
+            if obligation.status != ObligationStatus::Owed {
+                continue;
+            }
+            let key = &obligation.operation_key;
+            let claims: &[i64] = self.stuck_watch.claims.get(key).map_or(&[], Vec::as_slice);
+            // The latest moment the relay itself said it would come back by.
+            let promised_ms = [
+                Some(healed_at_ms),
+                claims.last().copied(),
+                obligation.next_attempt_ms,
+                obligation.lease_expires_ms,
+            ]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(healed_at_ms);
+            if now_ms.saturating_sub(promised_ms) > waits_ms {
+                return Some(format!(
+                    "obligation {key} is owed and no worker has taken it up since {} (healed at {}), longer than twice the relay's waits",
+                    format_time_ms(promised_ms),
+                    format_time_ms(healed_at_ms)
+                ));
+            }
+            if claims.is_empty() {
+                continue;
+            }
+            let performed_ms = self
+                .provider
+                .effects_for(&self.view.operation_of(obligation))
+                .map(|effect| effect.at_ms)
+                .min();
+            if let Some(performed_ms) = performed_ms {
+                let after = claims.iter().filter(|&&at_ms| at_ms > performed_ms).count();
+                if after > CLAIMS_AFTER_PERFORMED_MAX {
+                    return Some(format!(
+                        "obligation {key} was taken up {after} times since the provider performed it at {} and is still owed: the relay does not record the outcome it finds",
+                        format_time_ms(performed_ms)
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
