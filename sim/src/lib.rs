@@ -6,6 +6,49 @@
 //! (any [`system::System`]) on real SQLite, checks invariants after every step and after the
 //! faults heal, and reports each failing seed with the one command that replays it.
 //!
+//! Plugging in a system and sweeping it, here the reference's receiver and relay with one step
+//! written out (the idempotency key); a team overrides any step, or implements
+//! [`system::System`] for a schema of its own and [`domain::Domain`] for a business of its own:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use commitgap_sim::commitgap::receiver::ReceiverSteps;
+//! use commitgap_sim::commitgap::relay::{Claim, RelaySteps};
+//! use commitgap_sim::harness::Check;
+//! use commitgap_sim::systems::{ReferenceSystem, Variant};
+//!
+//! struct Steps;
+//!
+//! impl ReceiverSteps for Steps {}
+//!
+//! impl RelaySteps for Steps {
+//!     // The provider recognises a retry by its key: the same one on every attempt.
+//!     fn idempotency_key(&self, claim: &Claim) -> String {
+//!         claim.operation_key.clone()
+//!     }
+//! }
+//!
+//! impl Variant for Steps {
+//!     fn name(&self) -> &'static str {
+//!         "my-system"
+//!     }
+//!     fn description(&self) -> String {
+//!         "the reference's steps, one written out".to_owned()
+//!     }
+//! }
+//!
+//! let seeds_dir = std::env::temp_dir().join(format!("commitgap-doc-{}", std::process::id()));
+//! let report = Check::new(Arc::new(ReferenceSystem::new(Steps)))
+//!     .seeds_dir(&seeds_dir)
+//!     .cases(20)
+//!     .try_run()
+//!     .expect("the reference's steps pass");
+//! assert_eq!(report.seeds, 20);
+//! ```
+//!
+//! `commitgap new DIR` writes such a crate, with its program and a harness test ([`scaffold`]).
+//!
 //! Map of the modules:
 //! - [`run`]: one run of one seed: the executor, the fault phase, heal, the liveness phase.
 //! - [`scenario`]: scripted, deterministic tests that say exactly what happens when.
