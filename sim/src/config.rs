@@ -106,9 +106,10 @@ impl SimConfig {
             .call_timeout_ms
             .saturating_mul(faults::PROVIDER_ACT_TIMEOUTS_MAX);
         let context = config.fault_context();
-        for kind in faults::registry() {
+        let kinds = faults::registry();
+        for kind in &kinds {
             let mut fault_rng = SimRng::stream(seed, &faults::config_stream_label(kind.name));
-            let mut settings = (kind.draw)(&mut fault_rng, &context);
+            let mut settings = kind.draw(&mut fault_rng, &context);
             if !shape.allows_fault(kind.name)
                 && let Some(enabled) = settings.get_mut("enabled")
             {
@@ -116,26 +117,26 @@ impl SimConfig {
             }
             config.faults.insert(kind.name.to_owned(), settings);
         }
-        faults::provider_double_execute::keep_apart_in_draw(&mut config.faults, |name| {
+        faults::after_draw(&kinds, &mut config.faults, shape, &|name| {
             shape.allows_fault(name)
         });
         // A stalled worker is found out only by the worker that takes its obligation over:
         // a seed that stalls workers gets a second one unless the shape chose the number.
-        let stalls = ["worker-pause", "hung-worker"].iter().any(|name| {
-            config
-                .faults
-                .get(*name)
-                .is_some_and(|settings| !faults::turned_off(settings))
-        });
-        if stalls && shape.relay_workers.is_none() {
+        if config.stalls_workers(&kinds) && shape.relay_workers.is_none() {
             config.relay_workers = config.relay_workers.max(2);
         }
-        if let Some(retention_ms) = shape.receipt_retention_ms
-            && let Some(settings) = config.faults.get_mut("receipt-purge")
-        {
-            settings["retention_ms"] = serde_json::Value::from(retention_ms);
-        }
         config
+    }
+
+    /// Whether a fault model that stalls relay workers is on.
+    fn stalls_workers(&self, kinds: &[faults::FaultKind]) -> bool {
+        kinds.iter().any(|kind| {
+            kind.stalls_workers
+                && self
+                    .faults
+                    .get(kind.name)
+                    .is_some_and(|settings| !faults::turned_off(settings))
+        })
     }
 
     fn apply_shape(&mut self, seed: u64, shape: &WorkloadShape) {
@@ -270,7 +271,7 @@ impl SimConfig {
                 *enabled = serde_json::Value::Bool(true);
             }
         }
-        faults::provider_double_execute::keep_apart_when_all_on(&mut self.faults);
+        faults::after_all_on(&faults::registry(), &mut self.faults);
     }
 
     /// What fault models may base their settings on.
@@ -285,6 +286,7 @@ impl SimConfig {
             lease_ms: self.relay.lease_held_ms(),
             clock_skew_ms_max: self.relay.clock_skew_ms_max,
             stall_ms_max: self.relay.stall_ms_max,
+            provider_act_ms_max: self.relay.provider_act_ms_max,
         }
     }
 
@@ -475,7 +477,7 @@ impl SimConfig {
             0,
             DURATION_MS_MAX,
         )?;
-        faults::provider_double_execute::check_apart(&self.faults, &self.relay)
+        faults::check_with_others(&faults::registry(), &self.faults, &self.fault_context())
     }
 
     fn validate_fault_names(&self) -> Result<(), String> {
@@ -492,7 +494,7 @@ impl SimConfig {
         for (name, settings) in &self.faults {
             let kind = faults::kind(name).expect("fault names are checked first");
             // Building a model checks its settings; the stream it gets is never drawn from.
-            (kind.build)(settings, SimRng::stream(0, "validate"), &self.fault_context())
+            kind.build(settings, SimRng::stream(0, "validate"), &self.fault_context())
                 .map_err(|error| format!("faults.{name}.{error}"))?;
         }
         Ok(())
@@ -575,7 +577,16 @@ mod tests {
     fn a_seed_that_stalls_workers_has_a_second_worker_to_take_over() {
         for seed in 0..300 {
             let config = SimConfig::draw(seed, Backend::Memdb);
-            let stalls = ["worker-pause", "hung-worker"]
+            let stalling: Vec<&str> = faults::registry()
+                .into_iter()
+                .filter(|kind| kind.stalls_workers)
+                .map(|kind| kind.name)
+                .collect();
+            assert_eq!(
+                stalling,
+                [faults::worker_pause::KIND.name, faults::hung_worker::KIND.name]
+            );
+            let stalls = stalling
                 .iter()
                 .any(|name| !faults::turned_off(&config.faults[*name]));
             assert!(!stalls || config.relay_workers >= 2, "seed {seed}");

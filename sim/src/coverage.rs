@@ -103,16 +103,27 @@ impl Situation {
     /// uses them to say why a situation was never reached.
     pub fn needs(self) -> &'static [&'static str] {
         match self {
-            Situation::LostAckThenRetry => &["lost-ack", "crash", "slow-handler"],
-            Situation::KeyExpiredWhileOwed => &["key-expiry"],
-            Situation::StaleWorkerFencedOut => &["worker-pause", "hung-worker", "clock-jump"],
-            Situation::PurgeThenRedelivery => &["receipt-purge"],
-            Situation::CrashInsideTransaction => &["crash"],
+            Situation::LostAckThenRetry => &[
+                faults::lost_ack::KIND.name,
+                faults::crash::KIND.name,
+                faults::slow_handler::KIND.name,
+            ],
+            Situation::KeyExpiredWhileOwed => &[faults::key_expiry::KIND.name],
+            Situation::StaleWorkerFencedOut => &[
+                faults::worker_pause::KIND.name,
+                faults::hung_worker::KIND.name,
+                faults::clock_jump::KIND.name,
+            ],
+            Situation::PurgeThenRedelivery => &[faults::receipt_purge::KIND.name],
+            Situation::CrashInsideTransaction => &[faults::crash::KIND.name],
             Situation::ConcurrentDuplicateDelivery => &[],
-            Situation::ProviderConflict409 => &["provider-conflict", "provider-slow"],
+            Situation::ProviderConflict409 => &[
+                faults::provider_conflict::KIND.name,
+                faults::provider_slow::KIND.name,
+            ],
             Situation::BusyOnBegin => &[],
-            Situation::ReconciledByLookup => &["lost-ack", "provider-slow"],
-            Situation::RefundBeforePayment => &["reorder", "late-delivery"],
+            Situation::ReconciledByLookup => &[faults::lost_ack::KIND.name, faults::provider_slow::KIND.name],
+            Situation::RefundBeforePayment => &[faults::reorder::KIND.name, faults::late_delivery::KIND.name],
         }
     }
 

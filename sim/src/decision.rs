@@ -209,11 +209,11 @@ impl Decision {
         }
         Some(match self {
             Decision::Fault { model, .. } => model.clone(),
-            Decision::Deliver(_) => "request-lost".to_owned(),
+            Decision::Deliver(_) => crate::faults::request_lost::KIND.name.to_owned(),
             // The kind of attack is the story; which delivery it copied is not.
             Decision::Attack { attack, .. } => format!("attack:{}", attack.name()),
             Decision::Provider(faults) if faults.conditions.fail_before_acting => "provider-fail".to_owned(),
-            Decision::Provider(_) => "provider-slow".to_owned(),
+            Decision::Provider(_) => crate::faults::provider_slow::KIND.name.to_owned(),
             other => other.kind().name().to_owned(),
         })
     }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::SimConfig;
 use crate::db::{Backend, Database};
-use crate::faults::{self, FaultModel, PointAction, ProcessRole, TimerAction};
+use crate::faults::{self, ActiveFault, PointAction, ProcessRole, TimerAction};
 use crate::invariants::{self, Invariant, InvariantKind, Observation, StepRecord};
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
@@ -329,18 +329,20 @@ impl Simulation {
         processes.push(Process::new("purge".to_owned(), ProcessRole::Purger));
         processes.push(Process::new("operator".to_owned(), ProcessRole::Operator));
 
-        let mut fault_models: Vec<Box<dyn FaultModel>> = Vec::new();
+        let mut fault_models: Vec<ActiveFault> = Vec::new();
         let context = config.fault_context();
         for kind in faults::registry() {
             if let Some(settings) = config.faults.get(kind.name) {
                 let rng = SimRng::stream(seed, &faults::decision_stream_label(kind.name));
                 // Building checks the settings, as `SimConfig::validate` does, with its error.
-                let model = (kind.build)(settings, rng, &context)
+                // A model the seed turned off is not built: it does nothing, so the world does
+                // not ask it at every step; its stream of decisions is its own, so no other
+                // model notices.
+                let model = kind
+                    .build(settings, rng, &context)
                     .map_err(|error| format!("faults.{}.{error}", kind.name))?;
-                // A model the seed turned off does nothing, so the world does not ask it at
-                // every step; its stream of decisions is its own, so no other model notices.
-                if !faults::turned_off(settings) {
-                    fault_models.push(model);
+                if let Some(model) = model {
+                    fault_models.push(ActiveFault::new(&kind, model));
                 }
             }
         }
@@ -755,7 +757,7 @@ impl Simulation {
     /// and counts per model how many events it delayed, fanned out or added.
     fn shape_workload(
         workload: Workload,
-        fault_models: &mut [Box<dyn FaultModel>],
+        fault_models: &mut [ActiveFault],
         config: &SimConfig,
         domain: &dyn crate::domain::Domain,
     ) -> (Workload, Vec<(&'static str, u64)>) {

@@ -46,9 +46,12 @@ impl SimCase {
         }
         // A chosen set may hold provider-double-execute with a model it is never on with; it
         // wins, as it does in a drawn seed, and turns provider-slow on only if the set has it.
-        faults::provider_double_execute::keep_apart_in_draw(&mut config.faults, |name| {
-            self.faults.contains(name)
-        });
+        faults::after_draw(
+            &faults::registry(),
+            &mut config.faults,
+            &crate::shape::WorkloadShape::default(),
+            &|name| self.faults.contains(name),
+        );
         config
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use commitgap_sim::config::SimConfig;
 use commitgap_sim::db::Backend;
-use commitgap_sim::faults::{self, FaultContext, FaultKind, FaultModel, TimerAction};
+use commitgap_sim::faults::{self, Fault, FaultContext, FaultKind, FaultModel, TimerAction};
 use commitgap_sim::invariants::{self, Invariant, InvariantKind, Observation};
 use commitgap_sim::rng::{Ratio, SimRng};
 use commitgap_sim::run::{RunOptions, run_seed};
@@ -18,38 +18,58 @@ use commitgap_sim::systems;
 /// the other models' settings would change.
 struct Greedy;
 
-fn greedy_draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    let draws: Vec<bool> = (0..100).map(|_| rng.chance(Ratio::new(1, 2))).collect();
-    serde_json::json!({ "enabled": draws[0] })
+#[derive(serde::Serialize, serde::Deserialize)]
+struct GreedySettings {
+    first: bool,
 }
 
-fn greedy_build(
-    _settings: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    Ok(Box::new(Greedy))
+impl Fault for Greedy {
+    const NAME: &'static str = "greedy";
+    const DESCRIPTION: &'static str = "draws much, does nothing";
+    type Settings = GreedySettings;
+
+    fn draw(rng: &mut SimRng, _context: &FaultContext) -> GreedySettings {
+        let draws: Vec<bool> = (0..100).map(|_| rng.chance(Ratio::new(1, 2))).collect();
+        GreedySettings { first: draws[0] }
+    }
+
+    fn build(
+        _settings: GreedySettings,
+        _rng: SimRng,
+        _context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String> {
+        Ok(Box::new(Greedy))
+    }
 }
 
 impl FaultModel for Greedy {
-    fn name(&self) -> &'static str {
-        "greedy"
-    }
-    fn settings(&self) -> serde_json::Value {
-        serde_json::json!({ "enabled": false })
-    }
     fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
         Vec::new()
     }
 }
 
-const GREEDY: FaultKind = FaultKind {
-    name: "greedy",
-    description: "draws much, does nothing",
-    draw: greedy_draw,
-    build: greedy_build,
-    acts_only_on_faulty_systems: false,
-};
+const GREEDY: FaultKind = FaultKind::of::<Greedy>();
+
+/// Another model that takes a name already registered.
+struct Impostor<const BUILT_IN: bool>;
+
+impl<const BUILT_IN: bool> Fault for Impostor<BUILT_IN> {
+    const NAME: &'static str = if BUILT_IN { "crash" } else { "greedy" };
+    const DESCRIPTION: &'static str = "never built";
+    type Settings = GreedySettings;
+
+    fn draw(_rng: &mut SimRng, _context: &FaultContext) -> GreedySettings {
+        GreedySettings { first: false }
+    }
+
+    fn build(
+        _settings: GreedySettings,
+        _rng: SimRng,
+        _context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String> {
+        Err("never built".to_owned())
+    }
+}
 
 /// Fails as soon as any order is paid: proves an added invariant runs on every step.
 struct NothingIsEverPaid;
@@ -90,20 +110,12 @@ fn added_models_and_invariants_join_every_run_and_change_no_other_draw() {
         Ok(()),
         "adding the same model again is harmless"
     );
-    let clash = FaultKind {
-        build: |_, _, _| Err("never built".to_owned()),
-        ..GREEDY
-    };
     assert!(
-        faults::register(clash)
+        faults::register(FaultKind::of::<Impostor<false>>())
             .unwrap_err()
             .contains("already registered")
     );
-    let builtin_name = FaultKind {
-        name: "crash",
-        ..clash
-    };
-    assert!(faults::register(builtin_name).is_err());
+    assert!(faults::register(FaultKind::of::<Impostor<true>>()).is_err());
 
     for (seed, old) in before.iter().enumerate() {
         let new = SimConfig::draw(seed as u64, Backend::Memdb);

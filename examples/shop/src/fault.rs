@@ -6,67 +6,65 @@
 //! settings and the decision stream the simulator gives it, so it changes no other model's draws.
 
 use commitgap_sim::faults::{
-    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction,
+    Fault, FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction,
 };
 use commitgap_sim::rng::{Ratio, SimRng};
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 /// The registry entry: what `App::fault` takes.
-pub const KIND: FaultKind = FaultKind {
-    name: "jobs-table-busy",
-    description: "a statement on the shop's jobs table fails with SQLITE_BUSY",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<JobsTableBusy>();
 
-struct JobsTableBusy {
-    enabled: bool,
+/// The model's settings, as seed files write them; the simulator adds `enabled`, which
+/// `--faults` and `--without-faults` switch.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Settings {
     /// One statement on `jobs` in this many fails.
     one_in: u32,
+}
+
+/// The model in a run: its settings and the decision stream the simulator gives it.
+pub struct JobsTableBusy {
+    settings: Settings,
     rng: SimRng,
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    // On in about half the seeds (the `enabled` field is what --faults and --without-faults
-    // switch), at a rate across an order of magnitude.
-    let enabled = rng.chance(Ratio::new(1, 2));
-    let one_in = *rng.pick(&[3_u32, 10, 30]);
-    json!({ "enabled": enabled, "one_in": one_in })
-}
+impl Fault for JobsTableBusy {
+    const NAME: &'static str = "jobs-table-busy";
+    const DESCRIPTION: &'static str = "a statement on the shop's jobs table fails with SQLITE_BUSY";
+    type Settings = Settings;
 
-fn build(
-    settings: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let enabled = settings["enabled"]
-        .as_bool()
-        .ok_or("enabled: expected true or false")?;
-    let one_in = settings["one_in"]
-        .as_u64()
-        .filter(|one_in| (1..=1_000).contains(one_in))
-        .ok_or("one_in: expected a whole number from 1 to 1000")?;
-    Ok(Box::new(JobsTableBusy {
-        enabled,
-        one_in: one_in as u32,
-        rng,
-        healed: false,
-    }))
+    // On in about half the seeds rather than the usual three in four.
+    fn draw_enabled(rng: &mut SimRng) -> bool {
+        rng.chance(Ratio::new(1, 2))
+    }
+
+    // A rate across an order of magnitude.
+    fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+        Settings {
+            one_in: *rng.pick(&[3_u32, 10, 30]),
+        }
+    }
+
+    fn build(
+        settings: Settings,
+        rng: SimRng,
+        _context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String> {
+        if !(1..=1_000).contains(&settings.one_in) {
+            return Err("one_in: expected a whole number from 1 to 1000".to_owned());
+        }
+        Ok(Box::new(JobsTableBusy {
+            settings,
+            rng,
+            healed: false,
+        }))
+    }
 }
 
 impl FaultModel for JobsTableBusy {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        json!({ "enabled": self.enabled, "one_in": self.one_in })
-    }
-
     fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
-        if !self.enabled || self.healed {
+        if self.healed {
             return None;
         }
         let statement = point.op.statement()?;
@@ -74,7 +72,7 @@ impl FaultModel for JobsTableBusy {
             return None;
         }
         self.rng
-            .chance(Ratio::new(1, self.one_in))
+            .chance(Ratio::new(1, self.settings.one_in))
             .then_some(PointAction::FailStatement {
                 failure: StatementFailure::Busy,
                 rolled_back: false,

@@ -29,18 +29,25 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, check_duration, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, check_duration};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "attacker",
-    description: "forged, tampered, replayed, cross-account and malformed requests at the endpoints",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<Attacker>();
+
+impl Fault for Attacker {
+    const NAME: &'static str = "attacker";
+    const DESCRIPTION: &'static str =
+        "forged, tampered, replayed, cross-account and malformed requests at the endpoints";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 /// What is wrong with one hostile request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -103,7 +110,6 @@ impl Attack {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// Time between two hostile requests.
     cadence_ms: i64,
     /// Whether `invalid-event` is among the attacks; false in seed files written before it
@@ -122,21 +128,15 @@ struct Attacker {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         cadence_ms: *rng.pick(&[30_000, 300_000, 1_800_000]),
         invalid_events: true,
         reused_event_ids: true,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("cadence_ms", settings.cadence_ms, 1)?;
     Ok(Box::new(Attacker {
         settings,
@@ -146,18 +146,7 @@ fn build(
 }
 
 impl FaultModel for Attacker {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn start(&mut self, now_ms: i64) -> Vec<TimerAction> {
-        if !self.settings.enabled {
-            return Vec::new();
-        }
         vec![TimerAction::WakeAt {
             at_ms: now_ms + self.settings.cadence_ms,
         }]

@@ -7,23 +7,30 @@
 //! unbounded clock). Offsets reset when a process restarts and when the faults heal.
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check, draw_ratio,
-    from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 use serde::{Deserialize, Serialize};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "clock-jump",
-    description: "a process's clock jumps forward or back, within the configured maximum skew",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<ClockJump>();
+
+impl Fault for ClockJump {
+    const NAME: &'static str = "clock-jump";
+    const DESCRIPTION: &'static str =
+        "a process's clock jumps forward or back, within the configured maximum skew";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     offset_ms_max: i64,
 }
@@ -34,20 +41,14 @@ struct ClockJump {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 500), (1, 100), (1, 20)]),
         offset_ms_max: context.clock_skew_ms_max,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     // The relay is told how far clocks may drift (`relay.clock_skew_ms_max`) and widens its
     // margins by that much; a jump beyond it breaks the contract, not the relay.
     check(
@@ -64,16 +65,8 @@ fn build(
 }
 
 impl FaultModel for ClockJump {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, _point: &SchedulingPoint<'_>) -> Option<PointAction> {
-        if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
+        if self.healed || !self.rng.chance(self.settings.rate) {
             return None;
         }
         let bound = self.settings.offset_ms_max;

@@ -9,22 +9,30 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check_duration,
-    draw_ratio, from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check_duration,
+    draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "crash",
-    description: "a process dies at a scheduling point (mid-transaction included) and restarts later",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<Crash>();
+
+impl Fault for Crash {
+    const NAME: &'static str = "crash";
+    const DESCRIPTION: &'static str =
+        "a process dies at a scheduling point (mid-transaction included) and restarts later";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// Chance that a process crashes at any one of its scheduling points.
     rate: Ratio,
     /// Chance that a restart takes long (up to `slow_restart_ms_max`) instead of seconds.
@@ -39,22 +47,16 @@ struct Crash {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 1_000), (1, 200), (1, 50)]),
         slow_restart: draw_ratio(rng, &[(0, 1), (1, 8)]),
         fast_restart_ms_max: *rng.pick(&[1_000, 10_000]),
         slow_restart_ms_max: *rng.pick(&[600_000, 3_600_000]),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("fast_restart_ms_max", settings.fast_restart_ms_max, 1)?;
     check_duration("slow_restart_ms_max", settings.slow_restart_ms_max, 1)?;
     Ok(Box::new(Crash {
@@ -65,16 +67,8 @@ fn build(
 }
 
 impl FaultModel for Crash {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, _point: &SchedulingPoint<'_>) -> Option<PointAction> {
-        if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
+        if self.healed || !self.rng.chance(self.settings.rate) {
             return None;
         }
         let restart_ms_max = if self.rng.chance(self.settings.slow_restart) {

@@ -11,22 +11,30 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction,
-    check_windows, draw_ratio, from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction,
+    check_windows, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "disk-full",
-    description: "the disk fills up for a while: writes and commits fail with SQLITE_FULL, reads work",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<DiskFull>();
+
+impl Fault for DiskFull {
+    const NAME: &'static str = "disk-full";
+    const DESCRIPTION: &'static str =
+        "the disk fills up for a while: writes and commits fail with SQLITE_FULL, reads work";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// `(start_ms, duration_ms)` windows in which the disk is full.
     windows_ms: Vec<(i64, i64)>,
     /// Chance that a write fails while the disk is full: other processes free and take space,
@@ -44,29 +52,22 @@ struct DiskFull {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    let enabled = swarm_enabled(rng);
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
     let windows_ms = (0..rng.between(1, 2))
         .map(|_| {
             let start_ms = rng.between(0, (2 * context.emit_window_ms).min(context.fault_phase_ms));
             (start_ms, *rng.pick(&[60_000, 600_000, 3_600_000]))
         })
         .collect();
-    to_json(&Settings {
-        enabled,
+    Settings {
         windows_ms,
         rate: draw_ratio(rng, &[(1, 5), (1, 2), (1, 1)]),
         io_error: draw_ratio(rng, &[(0, 1), (1, 4)]),
         rolls_back: draw_ratio(rng, &[(0, 1), (1, 2), (1, 1)]),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_windows("windows_ms", &settings.windows_ms)?;
     Ok(Box::new(DiskFull {
         settings,
@@ -84,17 +85,9 @@ impl DiskFull {
 }
 
 impl FaultModel for DiskFull {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
         let writes = point.op.statement().is_some_and(|statement| statement.writes());
-        if !self.settings.enabled || self.healed || !writes || !self.disk_is_full(point.now_ms) {
+        if self.healed || !writes || !self.disk_is_full(point.now_ms) {
             return None;
         }
         if !self.rng.chance(self.settings.rate) {

@@ -7,23 +7,28 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    COPIES_MAX, FaultContext, FaultKind, FaultModel, TimerAction, check, draw_ratio, from_json,
-    swarm_enabled, to_json,
-};
+use super::{COPIES_MAX, Fault, FaultContext, FaultKind, FaultModel, TimerAction, check, draw_ratio};
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "duplicate-delivery",
-    description: "the sender sends extra copies of a delivery at once, to one or several receivers",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<DuplicateDelivery>();
+
+impl Fault for DuplicateDelivery {
+    const NAME: &'static str = "duplicate-delivery";
+    const DESCRIPTION: &'static str =
+        "the sender sends extra copies of a delivery at once, to one or several receivers";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// Chance that an attempt comes with copies.
     rate: Ratio,
     copies_max: u32,
@@ -35,20 +40,14 @@ struct DuplicateDelivery {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 10), (1, 3), (1, 1)]),
         copies_max: rng.between(1, 3) as u32,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check("copies_max", settings.copies_max, 1, COPIES_MAX)?;
     Ok(Box::new(DuplicateDelivery {
         settings,
@@ -58,16 +57,8 @@ fn build(
 }
 
 impl FaultModel for DuplicateDelivery {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn extra_deliveries(&mut self, _now_ms: i64) -> u32 {
-        if !self.settings.enabled || self.healed || !self.rng.chance(self.settings.rate) {
+        if self.healed || !self.rng.chance(self.settings.rate) {
             return 0;
         }
         self.rng.between(1, i64::from(self.settings.copies_max)) as u32

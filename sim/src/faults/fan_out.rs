@@ -7,23 +7,29 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, check, draw_ratio, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, check, draw_ratio};
 use crate::rng::{Ratio, SimRng};
 use crate::workload::EventSpec;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "fan-out",
-    description: "one event is delivered through two or three subscriptions, each retrying on its own",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<FanOut>();
+
+impl Fault for FanOut {
+    const NAME: &'static str = "fan-out";
+    const DESCRIPTION: &'static str =
+        "one event is delivered through two or three subscriptions, each retrying on its own";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     subscriptions_max: u32,
 }
@@ -33,20 +39,14 @@ struct FanOut {
     rng: SimRng,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 4), (1, 1)]),
         subscriptions_max: rng.between(2, 3) as u32,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check(
         "subscriptions_max",
         settings.subscriptions_max,
@@ -57,23 +57,12 @@ fn build(
 }
 
 impl FaultModel for FanOut {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn shape_workload(
         &mut self,
         events: &mut Vec<EventSpec>,
         _context: &FaultContext,
         _owes_work: &dyn Fn(&EventSpec) -> bool,
     ) {
-        if !self.settings.enabled {
-            return;
-        }
         for event in events.iter_mut() {
             if self.rng.chance(self.settings.rate) {
                 event.subscriptions = self

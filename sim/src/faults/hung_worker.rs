@@ -11,25 +11,34 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, TimerAction,
-    Verb, check, check_duration, draw_ratio, from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint,
+    TimerAction, Verb, check, check_duration, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "hung-worker",
-    description: "a relay worker hangs holding a claim until its lease expires and another rescues it",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<HungWorker>();
+
+impl Fault for HungWorker {
+    const NAME: &'static str = "hung-worker";
+    const DESCRIPTION: &'static str =
+        "a relay worker hangs holding a claim until its lease expires and another rescues it";
+    const STALLS_WORKERS: bool = true;
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 /// The most hangs one worker may suffer in a run.
 const HANGS_MAX: u32 = 8;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     hang_ms: i64,
     hangs_max: u32,
@@ -42,21 +51,15 @@ struct HungWorker {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 50), (1, 10)]),
         hang_ms: context.stall_ms_max.max(context.lease_ms * 2),
         hangs_max: rng.between(1, 2) as u32,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("hang_ms", settings.hang_ms, 1)?;
     check("hangs_max", settings.hangs_max, 0, HANGS_MAX)?;
     Ok(Box::new(HungWorker {
@@ -68,14 +71,6 @@ fn build(
 }
 
 impl FaultModel for HungWorker {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
         let (role, op) = (point.role, point.op);
         let eligible = role == ProcessRole::RelayWorker
@@ -85,7 +80,7 @@ impl FaultModel for HungWorker {
                 PendingOp::Sql(statement) => !matches!(statement.verb, Verb::Begin | Verb::Commit),
                 _ => false,
             };
-        if !self.settings.enabled || self.healed || !eligible || self.hangs >= self.settings.hangs_max {
+        if self.healed || !eligible || self.hangs >= self.settings.hangs_max {
             return None;
         }
         if !self.rng.chance(self.settings.rate) {

@@ -11,22 +11,28 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, check_duration, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, check_duration};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "key-expiry",
-    description: "the provider forgets idempotency keys once they are older than its key lifetime",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<KeyExpiry>();
+
+impl Fault for KeyExpiry {
+    const NAME: &'static str = "key-expiry";
+    const DESCRIPTION: &'static str =
+        "the provider forgets idempotency keys once they are older than its key lifetime";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// The forget time is the lifetime plus up to this much.
     extra_delay_ms_max: i64,
 }
@@ -36,38 +42,18 @@ struct KeyExpiry {
     rng: SimRng,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    let enabled = swarm_enabled(rng);
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
     let extra_delay_ms_max = *rng.pick(&[0, context.key_lifetime_ms / 10, context.key_lifetime_ms]);
-    to_json(&Settings {
-        enabled,
-        extra_delay_ms_max,
-    })
+    Settings { extra_delay_ms_max }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("extra_delay_ms_max", settings.extra_delay_ms_max, 0)?;
     Ok(Box::new(KeyExpiry { settings, rng }))
 }
 
 impl FaultModel for KeyExpiry {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn key_forget_at(&mut self, stored_at_ms: i64, key_lifetime_ms: i64) -> Option<i64> {
-        if !self.settings.enabled {
-            return None;
-        }
         Some(stored_at_ms + key_lifetime_ms + self.rng.between(0, self.settings.extra_delay_ms_max))
     }
 

@@ -7,25 +7,31 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, draw_ratio, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, draw_ratio};
 use crate::rng::{Ratio, SimRng};
 use crate::workload::{EventSpec, ExtraDelivery};
 
 const HOUR_MS: i64 = 3_600_000;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "late-delivery",
-    description: "an event arrives hours late, or an operator resends it after the retries ended",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<LateDelivery>();
+
+impl Fault for LateDelivery {
+    const NAME: &'static str = "late-delivery";
+    const DESCRIPTION: &'static str =
+        "an event arrives hours late, or an operator resends it after the retries ended";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     late_rate: Ratio,
     resend_rate: Ratio,
 }
@@ -35,43 +41,24 @@ struct LateDelivery {
     rng: SimRng,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         late_rate: draw_ratio(rng, &[(0, 1), (1, 10), (1, 3)]),
         resend_rate: draw_ratio(rng, &[(1, 10), (1, 3)]),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    Ok(Box::new(LateDelivery {
-        settings: from_json(value)?,
-        rng,
-    }))
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(LateDelivery { settings, rng }))
 }
 
 impl FaultModel for LateDelivery {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn shape_workload(
         &mut self,
         events: &mut Vec<EventSpec>,
         _context: &FaultContext,
         _owes_work: &dyn Fn(&EventSpec) -> bool,
     ) {
-        if !self.settings.enabled {
-            return;
-        }
         for event in events.iter_mut() {
             if self.rng.chance(self.settings.late_rate) {
                 event.deliver_at_ms += self.rng.between(HOUR_MS, 24 * HOUR_MS);

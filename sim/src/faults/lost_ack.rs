@@ -11,23 +11,27 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, check_windows, draw_ratio, from_json, swarm_enabled,
-    to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, check_windows, draw_ratio};
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "lost-ack",
-    description: "a webhook answer or a provider reply is lost after the work was done",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<LostAck>();
+
+impl Fault for LostAck {
+    const NAME: &'static str = "lost-ack";
+    const DESCRIPTION: &'static str = "a webhook answer or a provider reply is lost after the work was done";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     webhook_answer_loss: Ratio,
     provider_reply_loss: Ratio,
     /// `(start_ms, duration_ms)` windows in which every provider reply is lost.
@@ -42,8 +46,7 @@ struct LostAck {
 
 const LOSS_CHOICES: [(u32, u32); 4] = [(0, 1), (1, 20), (1, 5), (1, 2)];
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    let enabled = swarm_enabled(rng);
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
     let webhook_answer_loss = draw_ratio(rng, &LOSS_CHOICES);
     let provider_reply_loss = draw_ratio(rng, &LOSS_CHOICES);
     let outage_count = rng.below(3);
@@ -54,20 +57,14 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
             (start_ms, duration_ms)
         })
         .collect();
-    to_json(&Settings {
-        enabled,
+    Settings {
         webhook_answer_loss,
         provider_reply_loss,
         provider_outages_ms,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_windows("provider_outages_ms", &settings.provider_outages_ms)?;
     Ok(Box::new(LostAck {
         settings,
@@ -78,19 +75,11 @@ fn build(
 
 impl LostAck {
     fn active(&self) -> bool {
-        self.settings.enabled && !self.healed
+        !self.healed
     }
 }
 
 impl FaultModel for LostAck {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn drops_webhook_answer(&mut self, _now_ms: i64) -> bool {
         self.active() && self.rng.chance(self.settings.webhook_answer_loss)
     }

@@ -12,32 +12,34 @@
 //! not reach into the world beyond its hooks, and after [`FaultModel::heal`] it must stop
 //! injecting (except where its file says why not).
 
-mod attacker;
-mod clock_jump;
-mod crash;
-mod disk_full;
-mod duplicate_delivery;
-mod fan_out;
-mod hung_worker;
-mod key_expiry;
-mod late_delivery;
-mod lost_ack;
-mod payload_mismatch;
-mod provider_conflict;
-pub mod provider_double_execute;
-mod provider_failure;
-mod provider_refusal;
-mod provider_slow;
-mod receipt_purge;
-mod reorder;
-mod request_lost;
-mod sender_clock_skew;
-mod slow_handler;
-mod spontaneous_duplicate;
-mod sqlite_busy;
-mod sticky_error;
-mod twin_events;
-mod worker_pause;
+pub(crate) mod attacker;
+pub(crate) mod clock_jump;
+pub(crate) mod crash;
+pub(crate) mod disk_full;
+pub(crate) mod duplicate_delivery;
+pub(crate) mod fan_out;
+pub(crate) mod hung_worker;
+pub(crate) mod key_expiry;
+pub(crate) mod late_delivery;
+pub(crate) mod lost_ack;
+pub(crate) mod payload_mismatch;
+pub(crate) mod provider_conflict;
+pub(crate) mod provider_double_execute;
+pub(crate) mod provider_failure;
+pub(crate) mod provider_refusal;
+pub(crate) mod provider_slow;
+pub(crate) mod receipt_purge;
+pub(crate) mod reorder;
+pub(crate) mod request_lost;
+pub(crate) mod sender_clock_skew;
+pub(crate) mod slow_handler;
+pub(crate) mod spontaneous_duplicate;
+pub(crate) mod sqlite_busy;
+pub(crate) mod sticky_error;
+pub(crate) mod twin_events;
+pub(crate) mod worker_pause;
+
+use std::collections::BTreeMap;
 
 use commitgap::provider::ProviderRequest;
 use serde::Serialize;
@@ -317,13 +319,52 @@ impl ProviderFaults {
     }
 }
 
+/// A fault model that is on in a run, with its name (the model's own code never needs it).
+pub struct ActiveFault {
+    name: &'static str,
+    model: Box<dyn FaultModel>,
+}
+
+impl std::fmt::Debug for ActiveFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActiveFault")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ActiveFault {
+    /// The model built from `kind`'s settings.
+    pub fn new(kind: &FaultKind, model: Box<dyn FaultModel>) -> ActiveFault {
+        ActiveFault {
+            name: kind.name,
+            model,
+        }
+    }
+
+    /// The model's name, as its kind registered it.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl std::ops::Deref for ActiveFault {
+    type Target = dyn FaultModel;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.model
+    }
+}
+
+impl std::ops::DerefMut for ActiveFault {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut *self.model
+    }
+}
+
 /// Asks every fault model how the provider treats `request` (every model is asked, so one
 /// model's answer never changes how many draws another makes).
-pub fn provider_faults(
-    faults: &mut [Box<dyn FaultModel>],
-    now_ms: i64,
-    request: &ProviderRequest,
-) -> ProviderFaults {
+pub fn provider_faults(faults: &mut [ActiveFault], now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
     faults
         .iter_mut()
         .map(|fault| fault.provider_faults(now_ms, request))
@@ -333,11 +374,6 @@ pub fn provider_faults(
 /// One fault model with its settings and decision stream. Every hook has a do-nothing default,
 /// so a model overrides only the hooks where it acts, and [`FaultModel::heal`], where it stops.
 pub trait FaultModel {
-    fn name(&self) -> &'static str;
-
-    /// The settings this model runs with, as written to seed files.
-    fn settings(&self) -> serde_json::Value;
-
     /// Called once before the run, to add events or change how they are delivered.
     fn shape_workload(
         &mut self,
@@ -415,27 +451,358 @@ pub struct FaultContext {
     pub clock_skew_ms_max: i64,
     /// Workers never stall longer than this (the bound the relay is configured to tolerate).
     pub stall_ms_max: i64,
+    /// The longest a provider takes to act on a request, as the relay is told
+    /// (`relay.provider_act_ms_max`).
+    #[serde(default)]
+    pub provider_act_ms_max: i64,
 }
 
-/// Builds a fault model from its settings and its decision stream, checking the settings against
-/// the limits and against the configuration's contracts in `context` (a clock jump may not exceed
-/// the skew the relay is configured to tolerate).
-pub type BuildFault = fn(&serde_json::Value, SimRng, &FaultContext) -> Result<Box<dyn FaultModel>, String>;
+/// A fault model as its file declares it: its name, what it models, its typed settings, how a
+/// seed draws them and how the model is built from them, and the rules it keeps with the other
+/// models. [`FaultKind::of`] makes it a registry entry.
+///
+/// Whether the model is on is not part of its settings: every model's settings carry an
+/// `enabled` field that the simulator owns (swarm testing, `--faults`, `--without-faults`, a
+/// hand-edited seed file), missing means on, and a model that is off is never built, so its code
+/// never checks.
+///
+/// ```
+/// use commitgap_sim::faults::{Fault, FaultContext, FaultModel, TimerAction};
+/// use commitgap_sim::rng::SimRng;
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Settings {
+///     one_in: u32,
+/// }
+///
+/// struct Quiet;
+///
+/// impl Fault for Quiet {
+///     const NAME: &'static str = "quiet";
+///     const DESCRIPTION: &'static str = "does nothing, at a drawn rate";
+///     type Settings = Settings;
+///
+///     fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+///         Settings { one_in: *rng.pick(&[3, 30]) }
+///     }
+///
+///     fn build(settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+///         if settings.one_in == 0 {
+///             return Err("one_in: must be at least 1".to_owned());
+///         }
+///         Ok(Box::new(Quiet))
+///     }
+/// }
+///
+/// impl FaultModel for Quiet {
+///     fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {
+///         Vec::new()
+///     }
+/// }
+///
+/// let kind = commitgap_sim::faults::FaultKind::of::<Quiet>();
+/// assert_eq!(kind.name, "quiet");
+/// ```
+pub trait Fault: 'static {
+    /// The name: a `--faults` value, the key of its settings in seed files, the label of its
+    /// decisions in schedules. No spaces or commas.
+    const NAME: &'static str;
+    /// Which real failure it models, in one line.
+    const DESCRIPTION: &'static str;
+    /// True when the model acts only on something a correct system never does (see
+    /// [`FaultKind::acts_only_on_faulty_systems`]).
+    const ACTS_ONLY_ON_FAULTY_SYSTEMS: bool = false;
+    /// True when the model stalls relay workers (see [`FaultKind::stalls_workers`]).
+    const STALLS_WORKERS: bool = false;
+    /// True when the model deletes receipts the system committed (see
+    /// [`FaultKind::removes_receipts`]).
+    const REMOVES_RECEIPTS: bool = false;
 
-/// A registered fault model.
+    /// The model's settings, as seed files write them (without `enabled`).
+    type Settings: Serialize + DeserializeOwned;
+
+    /// Draws whether the model is on in one seed: about three seeds in four (swarm testing).
+    fn draw_enabled(rng: &mut SimRng) -> bool {
+        swarm_enabled(rng)
+    }
+
+    /// Draws the settings for one seed, from the model's own configuration stream.
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Self::Settings;
+
+    /// Draws whether the model is on and its settings: [`Fault::draw_enabled`], then
+    /// [`Fault::draw`]. A model that drew in another order overrides this to keep its seeds.
+    fn draw_switched(rng: &mut SimRng, context: &FaultContext) -> (bool, Self::Settings) {
+        let enabled = Self::draw_enabled(rng);
+        (enabled, Self::draw(rng, context))
+    }
+
+    /// Builds the model from settings (drawn, or read from a seed file) and its decision stream,
+    /// checking the settings against the limits and the configuration's contracts in `context`.
+    /// The error names the setting (`rate.denominator: ...`).
+    fn build(
+        settings: Self::Settings,
+        rng: SimRng,
+        context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String>;
+
+    /// After every model drew its settings for one seed, with this one on: turns off models it
+    /// is never on with, or turns on one it needs (see [`Switches`]).
+    fn after_draw(_switches: &mut Switches<'_>) {}
+
+    /// After every model was turned on (`--all-faults`), with this one on: the same rules as
+    /// [`Fault::after_draw`], where the others win.
+    fn after_all_on(_switches: &mut Switches<'_>) {}
+
+    /// Refuses a configuration (a hand-edited seed file) with this model on that breaks a rule
+    /// it keeps with the others or with the configuration.
+    fn check_with_others(_faults: &FaultSettings, _context: &FaultContext) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Applies the workload shape's choices that concern this model (a receipt retention).
+    fn apply_shape(_settings: &mut Self::Settings, _shape: &crate::shape::WorkloadShape) {}
+}
+
+/// Every fault model's settings in one configuration, by name.
+pub type FaultSettings = BTreeMap<String, serde_json::Value>;
+
+/// The models' switches in one configuration, as [`Fault::after_draw`] sees them: which are on,
+/// and which the workload shape lets it turn on.
+pub struct Switches<'a> {
+    faults: &'a mut FaultSettings,
+    allowed: &'a dyn Fn(&str) -> bool,
+}
+
+impl std::fmt::Debug for Switches<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switches")
+            .field("faults", &self.faults)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Switches<'a> {
+    /// The switches of `faults`; `allowed` says which models may be turned on.
+    pub fn new(faults: &'a mut FaultSettings, allowed: &'a dyn Fn(&str) -> bool) -> Switches<'a> {
+        Switches { faults, allowed }
+    }
+
+    /// Whether the model called `name` is on.
+    pub fn is_on(&self, name: &str) -> bool {
+        self.faults
+            .get(name)
+            .is_some_and(|settings| !turned_off(settings))
+    }
+
+    /// Turns the model called `name` off, if it is in the configuration.
+    pub fn turn_off(&mut self, name: &str) {
+        if let Some(serde_json::Value::Object(settings)) = self.faults.get_mut(name) {
+            settings.insert("enabled".to_owned(), serde_json::Value::Bool(false));
+        }
+    }
+
+    /// Turns the model called `name` on, if the shape allows it and it is in the configuration,
+    /// and returns its settings to adjust.
+    pub fn turn_on(&mut self, name: &str) -> Option<&mut serde_json::Value> {
+        if !(self.allowed)(name) {
+            return None;
+        }
+        let settings = self.faults.get_mut(name)?;
+        if let serde_json::Value::Object(object) = settings {
+            object.insert("enabled".to_owned(), serde_json::Value::Bool(true));
+        }
+        Some(settings)
+    }
+}
+
+type DrawSettings = fn(&mut SimRng, &FaultContext) -> serde_json::Value;
+type BuildModel =
+    fn(&serde_json::Value, SimRng, &FaultContext) -> Result<Option<Box<dyn FaultModel>>, String>;
+type Adjust = fn(&mut Switches<'_>);
+type CheckWithOthers = fn(&FaultSettings, &FaultContext) -> Result<(), String>;
+type ApplyShape = fn(&mut serde_json::Value, &crate::shape::WorkloadShape) -> Result<(), String>;
+
+/// A registered fault model: a [`Fault`] made into a value the registry holds.
 #[derive(Clone, Copy)]
 pub struct FaultKind {
+    /// See [`Fault::NAME`].
     pub name: &'static str,
     /// Which real failure it models, in one line.
     pub description: &'static str,
-    /// Draws settings for one seed.
-    pub draw: fn(&mut SimRng, &FaultContext) -> serde_json::Value,
-    /// Builds the model from settings (drawn, or read from a seed file) and its decision stream.
-    pub build: BuildFault,
     /// True when the model acts only on something a correct system never does (`payload-mismatch`
     /// acts when a relay reuses a key with a new payload). A sweep in which it never fired notes
     /// that rather than warning: against a correct system it cannot fire.
     pub acts_only_on_faulty_systems: bool,
+    /// True when the model stalls relay workers: a stalled worker is found out only by the worker
+    /// that takes its obligation over, so a seed with it on gets a second worker.
+    pub stalls_workers: bool,
+    /// True when the model deletes receipts: a request that reuses an event's id with another
+    /// body may then meet no receipt, and is not a forgery a receiver must refuse.
+    pub removes_receipts: bool,
+    draw: DrawSettings,
+    build: BuildModel,
+    after_draw: Adjust,
+    after_all_on: Adjust,
+    check_with_others: CheckWithOthers,
+    apply_shape: ApplyShape,
+    /// Tells two models of one name apart: two registrations of one model are the same model.
+    identity: fn() -> std::any::TypeId,
+}
+
+impl std::fmt::Debug for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultKind")
+            .field("name", &self.name)
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FaultKind {
+    /// The registry entry of the fault model `F`.
+    pub const fn of<F: Fault>() -> FaultKind {
+        FaultKind {
+            name: F::NAME,
+            description: F::DESCRIPTION,
+            acts_only_on_faulty_systems: F::ACTS_ONLY_ON_FAULTY_SYSTEMS,
+            stalls_workers: F::STALLS_WORKERS,
+            removes_receipts: F::REMOVES_RECEIPTS,
+            draw: draw_settings::<F>,
+            build: build_model::<F>,
+            after_draw: F::after_draw,
+            after_all_on: F::after_all_on,
+            check_with_others: F::check_with_others,
+            apply_shape: apply_shape::<F>,
+            identity: std::any::TypeId::of::<F>,
+        }
+    }
+
+    /// Draws the model's settings for one seed, `enabled` among them.
+    pub fn draw(&self, rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+        (self.draw)(rng, context)
+    }
+
+    /// Builds the model from its settings, or `None` when they turn it off. Settings are
+    /// checked either way; the error names the setting.
+    pub fn build(
+        &self,
+        settings: &serde_json::Value,
+        rng: SimRng,
+        context: &FaultContext,
+    ) -> Result<Option<Box<dyn FaultModel>>, String> {
+        (self.build)(settings, rng, context)
+    }
+
+    /// Whether `other` is this same model (registered twice), not another of the same name.
+    pub fn same_model(&self, other: &FaultKind) -> bool {
+        (self.identity)() == (other.identity)()
+    }
+}
+
+fn draw_settings<F: Fault>(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+    let (enabled, settings) = F::draw_switched(rng, context);
+    let mut value = to_json(&settings);
+    if value.is_null() {
+        value = serde_json::Value::Object(serde_json::Map::new());
+    }
+    match &mut value {
+        serde_json::Value::Object(object) => {
+            object.insert("enabled".to_owned(), serde_json::Value::Bool(enabled));
+        }
+        _ => panic!(
+            "the settings of fault model {} must serialize as a JSON object",
+            F::NAME
+        ),
+    }
+    value
+}
+
+/// Splits `enabled` (missing means on) from the model's own settings.
+fn switched<F: Fault>(value: &serde_json::Value) -> Result<(bool, F::Settings), String> {
+    let mut object = match value {
+        serde_json::Value::Object(object) => object.clone(),
+        _ => return Err(".: expected an object of settings".to_owned()),
+    };
+    let enabled = match object.remove("enabled") {
+        None => true,
+        Some(serde_json::Value::Bool(enabled)) => enabled,
+        Some(_) => return Err("enabled: expected true or false".to_owned()),
+    };
+    let settings = from_json::<F::Settings>(&serde_json::Value::Object(object))?;
+    Ok((enabled, settings))
+}
+
+fn build_model<F: Fault>(
+    value: &serde_json::Value,
+    rng: SimRng,
+    context: &FaultContext,
+) -> Result<Option<Box<dyn FaultModel>>, String> {
+    let (enabled, settings) = switched::<F>(value)?;
+    let model = F::build(settings, rng, context)?;
+    Ok(enabled.then_some(model))
+}
+
+fn apply_shape<F: Fault>(
+    value: &mut serde_json::Value,
+    shape: &crate::shape::WorkloadShape,
+) -> Result<(), String> {
+    let (enabled, mut settings) = switched::<F>(value)?;
+    F::apply_shape(&mut settings, shape);
+    let mut shaped = to_json(&settings);
+    if let serde_json::Value::Object(object) = &mut shaped {
+        object.insert("enabled".to_owned(), serde_json::Value::Bool(enabled));
+    }
+    *value = shaped;
+    Ok(())
+}
+
+/// After a seed drew every model's settings: each model that is on applies its rules (in
+/// registry order), then the shape's choices are applied to each model's settings.
+pub fn after_draw(
+    kinds: &[FaultKind],
+    faults: &mut FaultSettings,
+    shape: &crate::shape::WorkloadShape,
+    allowed: &dyn Fn(&str) -> bool,
+) {
+    for kind in kinds {
+        let mut switches = Switches::new(faults, allowed);
+        if switches.is_on(kind.name) {
+            (kind.after_draw)(&mut switches);
+        }
+    }
+    for kind in kinds {
+        if let Some(settings) = faults.get_mut(kind.name) {
+            // Drawn settings always read back; a failure here is a model's own bug.
+            (kind.apply_shape)(settings, shape).expect("drawn fault settings read back");
+        }
+    }
+}
+
+/// After every model was turned on (`--all-faults`): each model that is on applies its rules.
+pub fn after_all_on(kinds: &[FaultKind], faults: &mut FaultSettings) {
+    for kind in kinds {
+        let mut switches = Switches::new(faults, &|_| true);
+        if switches.is_on(kind.name) {
+            (kind.after_all_on)(&mut switches);
+        }
+    }
+}
+
+/// Refuses a configuration in which a model that is on breaks a rule it keeps with the others.
+pub fn check_with_others(
+    kinds: &[FaultKind],
+    faults: &FaultSettings,
+    context: &FaultContext,
+) -> Result<(), String> {
+    for kind in kinds {
+        if faults
+            .get(kind.name)
+            .is_some_and(|settings| !turned_off(settings))
+        {
+            (kind.check_with_others)(faults, context)?;
+        }
+    }
+    Ok(())
 }
 
 /// Every fault model, in a fixed order. Adding one is one file and one line here.
@@ -467,7 +834,7 @@ fn added() -> std::sync::RwLockReadGuard<'static, Vec<FaultKind>> {
 /// harness may be set up by several tests of one process).
 pub fn register(kind: FaultKind) -> Result<(), String> {
     if let Some(existing) = registry().into_iter().find(|existing| existing.name == kind.name) {
-        return if std::ptr::fn_addr_eq(existing.build, kind.build) {
+        return if existing.same_model(&kind) {
             Ok(())
         } else {
             Err(format!(
@@ -568,7 +935,6 @@ fn to_json<T: Serialize>(settings: &T) -> serde_json::Value {
 /// Settings of a model that only needs to be on or off with one rate.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 struct RateSettings {
-    enabled: bool,
     rate: Ratio,
 }
 

@@ -11,56 +11,44 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "payload-mismatch",
-    description: "the provider silently replays the old response for a reused key with a new payload",
-    draw,
-    build,
-    acts_only_on_faulty_systems: true,
-};
+pub const KIND: FaultKind = FaultKind::of::<PayloadMismatch>();
+
+impl Fault for PayloadMismatch {
+    const NAME: &'static str = "payload-mismatch";
+    const DESCRIPTION: &'static str =
+        "the provider silently replays the old response for a reused key with a new payload";
+    const ACTS_ONLY_ON_FAULTY_SYSTEMS: bool = true;
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Settings {
-    enabled: bool,
+struct Settings {}
+
+struct PayloadMismatch {}
+
+fn draw(_rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {}
 }
 
-struct PayloadMismatch {
-    settings: Settings,
-}
-
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
-    })
-}
-
-fn build(
-    value: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    Ok(Box::new(PayloadMismatch {
-        settings: from_json(value)?,
-    }))
+fn build(_settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(PayloadMismatch {}))
 }
 
 impl FaultModel for PayloadMismatch {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn provider_faults(&mut self, _now_ms: i64, _request: &ProviderRequest) -> ProviderFaults {
         let mut faults = ProviderFaults::default();
-        faults.conditions.replay_on_mismatch = self.settings.enabled;
+        faults.conditions.replay_on_mismatch = true;
         faults
     }
 

@@ -10,23 +10,28 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check_duration, from_json,
-    swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check_duration};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "provider-conflict",
-    description: "the provider holds each key for a while after acting and answers 409 meanwhile",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<ProviderConflict>();
+
+impl Fault for ProviderConflict {
+    const NAME: &'static str = "provider-conflict";
+    const DESCRIPTION: &'static str =
+        "the provider holds each key for a while after acting and answers 409 meanwhile";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     lock_ms: i64,
 }
 
@@ -35,19 +40,13 @@ struct ProviderConflict {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         lock_ms: *rng.pick(&[1_000, 30_000, 90_000]),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("lock_ms", settings.lock_ms, 0)?;
     Ok(Box::new(ProviderConflict {
         settings,
@@ -56,17 +55,9 @@ fn build(
 }
 
 impl FaultModel for ProviderConflict {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn provider_faults(&mut self, _now_ms: i64, _request: &ProviderRequest) -> ProviderFaults {
         let mut faults = ProviderFaults::default();
-        if self.settings.enabled && !self.healed {
+        if !self.healed {
             faults.conditions.lock_after_ms = self.settings.lock_ms;
         }
         faults

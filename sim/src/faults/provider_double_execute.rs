@@ -21,120 +21,110 @@
 //! This model only sets the provider's behaviour; the provider model does the rest. It stops at
 //! heal.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
-use commitgap::relay::RelaySettings;
 
 use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, from_json, to_json, turned_off,
+    Fault, FaultContext, FaultKind, FaultModel, FaultSettings, ProviderFaults, Switches, TimerAction,
+    turned_off,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "provider-double-execute",
-    description: "the provider executes a request whose key is still in progress, and the first acts too",
-    draw,
-    build,
-    acts_only_on_faulty_systems: true,
-};
+pub const KIND: FaultKind = FaultKind::of::<ProviderDoubleExecute>();
 
-/// The fault models this one is never on with: each can put two requests with one key at the
-/// provider at once whatever the caller does.
-pub const KEPT_APART_FROM: [&str; 3] = ["worker-pause", "hung-worker", "clock-jump"];
+impl Fault for ProviderDoubleExecute {
+    const NAME: &'static str = "provider-double-execute";
+    const DESCRIPTION: &'static str =
+        "the provider executes a request whose key is still in progress, and the first acts too";
+    const ACTS_ONLY_ON_FAULTY_SYSTEMS: bool = true;
+    type Settings = Settings;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Settings {
-    enabled: bool,
-}
-
-struct ProviderDoubleExecute {
-    settings: Settings,
-    healed: bool,
-}
-
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
     // On in one seed in three rather than the usual three in four: a seed with it on has the
     // three models it is kept apart from off.
-    to_json(&Settings {
-        enabled: rng.chance(Ratio::new(1, 3)),
-    })
-}
+    fn draw_enabled(rng: &mut SimRng) -> bool {
+        rng.chance(Ratio::new(1, 3))
+    }
 
-fn build(
-    value: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
-    Ok(Box::new(ProviderDoubleExecute {
-        settings,
-        healed: false,
-    }))
-}
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
 
-fn is_on(faults: &BTreeMap<String, serde_json::Value>, name: &str) -> bool {
-    faults.get(name).is_some_and(|settings| !turned_off(settings))
-}
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
 
-fn turn_off(faults: &mut BTreeMap<String, serde_json::Value>, name: &str) {
-    if let Some(enabled) = faults
-        .get_mut(name)
-        .and_then(|settings| settings.get_mut("enabled"))
-    {
-        *enabled = serde_json::Value::Bool(false);
+    fn after_draw(switches: &mut Switches<'_>) {
+        keep_apart_in_draw(switches);
+    }
+
+    fn after_all_on(switches: &mut Switches<'_>) {
+        keep_apart_when_all_on(switches);
+    }
+
+    fn check_with_others(faults: &FaultSettings, context: &FaultContext) -> Result<(), String> {
+        check_apart(faults, context)
     }
 }
 
+/// The model has no settings but its switch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Settings {}
+
+struct ProviderDoubleExecute {
+    healed: bool,
+}
+
+fn draw(_rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {}
+}
+
+fn build(_settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(ProviderDoubleExecute { healed: false }))
+}
+
+/// The fault models this one is never on with: each can put two requests with one key at the
+/// provider at once whatever the caller does.
+const KEPT_APART_FROM: [&str; 3] = [
+    super::worker_pause::KIND.name,
+    super::hung_worker::KIND.name,
+    super::clock_jump::KIND.name,
+];
+
 /// The fault model this one needs to act at all: only a slow provider leaves a request in
 /// progress for another to overtake.
-pub const NEEDS: &str = "provider-slow";
+const NEEDS: &str = super::provider_slow::KIND.name;
 
-/// After a seed drew its fault settings: if this model is on, the models it is kept apart from
-/// are turned off and the one it needs is turned on (swarm testing: a seed that draws this model
-/// should be able to see it act).
-///
-/// `allowed` says which models the workload shape lets a seed draw (`--faults`,
-/// `--without-faults`); the needed one is turned on only if it is allowed.
-pub fn keep_apart_in_draw(faults: &mut BTreeMap<String, serde_json::Value>, allowed: impl Fn(&str) -> bool) {
-    if is_on(faults, KIND.name) {
-        for name in KEPT_APART_FROM {
-            turn_off(faults, name);
-        }
-        // Not a matter of correctness but of power: a declined operation is buried at its first
-        // try, before a retry can overtake it.
-        turn_off(faults, "provider-refusal");
-        if allowed(NEEDS)
-            && let Some(settings) = faults.get_mut(NEEDS)
-        {
-            settings["enabled"] = serde_json::Value::Bool(true);
-            // A retry overtakes a request only while one is in progress: slow requests must
-            // be common, not one in twenty.
-            settings["rate"] = serde_json::to_value(Ratio::new(1, 2)).expect("a ratio is plain data");
-        }
+/// After a seed drew its fault settings, with this model on: the models it is kept apart from
+/// are turned off and the one it needs is turned on, if the shape allows it (swarm testing: a
+/// seed that draws this model should be able to see it act).
+fn keep_apart_in_draw(switches: &mut Switches<'_>) {
+    for name in KEPT_APART_FROM {
+        switches.turn_off(name);
+    }
+    // Not a matter of correctness but of power: a declined operation is buried at its first
+    // try, before a retry can overtake it.
+    switches.turn_off(super::provider_refusal::KIND.name);
+    if let Some(settings) = switches.turn_on(NEEDS) {
+        // A retry overtakes a request only while one is in progress: slow requests must be
+        // common, not one in twenty.
+        settings["rate"] = serde_json::to_value(Ratio::new(1, 2)).expect("a ratio is plain data");
     }
 }
 
 /// After every fault model was turned on (`--all-faults`): this one goes off again if any model
 /// it is kept apart from is on.
-pub fn keep_apart_when_all_on(faults: &mut BTreeMap<String, serde_json::Value>) {
-    if KEPT_APART_FROM.iter().any(|name| is_on(faults, name)) {
-        turn_off(faults, KIND.name);
+fn keep_apart_when_all_on(switches: &mut Switches<'_>) {
+    if KEPT_APART_FROM.iter().any(|name| switches.is_on(name)) {
+        switches.turn_off(KIND.name);
     }
 }
 
 /// Refuses a configuration (a hand-edited seed file) that has this model on together with one it
 /// is kept apart from, or with a slow provider that may act later than the relay is told.
-pub fn check_apart(
-    faults: &BTreeMap<String, serde_json::Value>,
-    relay: &RelaySettings,
-) -> Result<(), String> {
-    if !is_on(faults, KIND.name) {
-        return Ok(());
-    }
-    if let Some(other) = KEPT_APART_FROM.iter().find(|name| is_on(faults, name)) {
+fn check_apart(faults: &FaultSettings, context: &FaultContext) -> Result<(), String> {
+    let is_on = |name: &str| faults.get(name).is_some_and(|settings| !turned_off(settings));
+    if let Some(other) = KEPT_APART_FROM.iter().find(|name| is_on(name)) {
         return Err(format!(
             "faults.{}: cannot be on together with {other}, which can put two requests with one key \
              at the provider whatever the relay does; turn one of them off",
@@ -142,34 +132,26 @@ pub fn check_apart(
         ));
     }
     let slow_act_ms_max = faults
-        .get("provider-slow")
+        .get(NEEDS)
         .filter(|settings| !turned_off(settings))
         .and_then(|settings| settings.get("act_after_ms_max"))
         .and_then(serde_json::Value::as_i64);
     if let Some(act_ms_max) = slow_act_ms_max
-        && act_ms_max > relay.provider_act_ms_max
+        && act_ms_max > context.provider_act_ms_max
     {
         return Err(format!(
-            "faults.provider-slow.act_after_ms_max: {act_ms_max} is above relay.provider_act_ms_max \
+            "faults.{NEEDS}.act_after_ms_max: {act_ms_max} is above relay.provider_act_ms_max \
              {}, the processing bound the relay keeps requests apart by; with {} on it must be at most that",
-            relay.provider_act_ms_max, KIND.name
+            context.provider_act_ms_max, KIND.name
         ));
     }
     Ok(())
 }
 
 impl FaultModel for ProviderDoubleExecute {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn provider_faults(&mut self, _now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
         let mut faults = ProviderFaults::default();
-        if self.settings.enabled && !self.healed && matches!(request, ProviderRequest::Send { .. }) {
+        if !self.healed && matches!(request, ProviderRequest::Send { .. }) {
             faults.conditions.double_execute = true;
         }
         faults
@@ -188,6 +170,10 @@ mod tests {
     use crate::db::Backend;
     use crate::shape::WorkloadShape;
 
+    fn is_on(faults: &FaultSettings, name: &str) -> bool {
+        faults.get(name).is_some_and(|settings| !turned_off(settings))
+    }
+
     #[test]
     fn a_drawn_seed_never_has_it_on_with_a_model_it_is_kept_apart_from() {
         let mut on = 0;
@@ -199,7 +185,10 @@ mod tests {
                 for name in KEPT_APART_FROM {
                     assert!(!is_on(&config.faults, name), "seed {seed}: {name}");
                 }
-                assert!(!is_on(&config.faults, "provider-refusal"), "seed {seed}");
+                assert!(
+                    !is_on(&config.faults, super::super::provider_refusal::KIND.name),
+                    "seed {seed}"
+                );
                 let slow = &config.faults[NEEDS];
                 assert!(is_on(&config.faults, NEEDS), "seed {seed}");
                 assert_eq!(
@@ -250,14 +239,17 @@ mod tests {
             .find(|config| is_on(&config.faults, KIND.name))
             .unwrap();
         let mut paused = config.clone();
-        paused.faults.get_mut("worker-pause").unwrap()["enabled"] = true.into();
+        paused
+            .faults
+            .get_mut(super::super::worker_pause::KIND.name)
+            .unwrap()["enabled"] = true.into();
         let error = paused.validate().unwrap_err();
         assert!(
             error.starts_with("faults.provider-double-execute: cannot be on together with worker-pause"),
             "{error}"
         );
         let mut late = config.clone();
-        let slow = late.faults.get_mut("provider-slow").unwrap();
+        let slow = late.faults.get_mut(NEEDS).unwrap();
         slow["enabled"] = true.into();
         slow["act_after_ms_max"] = (config.relay.provider_act_ms_max + 1).into();
         let error = late.validate().unwrap_err();

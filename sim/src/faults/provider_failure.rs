@@ -10,22 +10,28 @@ use serde::{Deserialize, Serialize};
 use commitgap::provider::ProviderRequest;
 
 use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check_windows, draw_ratio, from_json,
-    swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check_windows, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "provider-failure",
-    description: "the provider answers 5xx before acting, sometimes for hours",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<ProviderFailure>();
+
+impl Fault for ProviderFailure {
+    const NAME: &'static str = "provider-failure";
+    const DESCRIPTION: &'static str = "the provider answers 5xx before acting, sometimes for hours";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     /// `(start_ms, duration_ms)` windows in which every request fails.
     outages_ms: Vec<(i64, i64)>,
@@ -37,8 +43,7 @@ struct ProviderFailure {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    let enabled = swarm_enabled(rng);
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
     let rate = draw_ratio(rng, &[(1, 20), (1, 5), (1, 2)]);
     let outages_ms = (0..rng.below(2))
         .map(|_| {
@@ -46,19 +51,10 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
             (start_ms, *rng.pick(&[60_000, 600_000, 3_600_000, 3 * 3_600_000]))
         })
         .collect();
-    to_json(&Settings {
-        enabled,
-        rate,
-        outages_ms,
-    })
+    Settings { rate, outages_ms }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_windows("outages_ms", &settings.outages_ms)?;
     Ok(Box::new(ProviderFailure {
         settings,
@@ -68,17 +64,9 @@ fn build(
 }
 
 impl FaultModel for ProviderFailure {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn provider_faults(&mut self, now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
         let mut faults = ProviderFaults::default();
-        if !self.settings.enabled || self.healed || !matches!(request, ProviderRequest::Send { .. }) {
+        if self.healed || !matches!(request, ProviderRequest::Send { .. }) {
             return faults;
         }
         let in_outage = self

@@ -10,22 +10,30 @@ use serde::{Deserialize, Serialize};
 use commitgap::provider::ProviderRequest;
 
 use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check, check_duration, draw_ratio,
-    from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, check, check_duration,
+    draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "provider-slow",
-    description: "the provider acts only after the caller's timeout, so the caller cannot tell",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<ProviderSlow>();
+
+impl Fault for ProviderSlow {
+    const NAME: &'static str = "provider-slow";
+    const DESCRIPTION: &'static str =
+        "the provider acts only after the caller's timeout, so the caller cannot tell";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     act_after_ms_min: i64,
     act_after_ms_max: i64,
@@ -37,21 +45,15 @@ struct ProviderSlow {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 20), (1, 5), (1, 2)]),
         act_after_ms_min: context.call_timeout_ms * 11 / 10,
         act_after_ms_max: context.call_timeout_ms * super::PROVIDER_ACT_TIMEOUTS_MAX,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("act_after_ms_min", settings.act_after_ms_min, 1)?;
     // The relay reconciles a key before it could have been forgotten with a margin of the call
     // timeout and the longest stall; a provider that sits on a request for longer than both acts
@@ -70,18 +72,9 @@ fn build(
 }
 
 impl FaultModel for ProviderSlow {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn provider_faults(&mut self, _now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
         let mut faults = ProviderFaults::default();
-        if self.settings.enabled
-            && !self.healed
+        if !self.healed
             && matches!(request, ProviderRequest::Send { .. })
             && self.rng.chance(self.settings.rate)
         {

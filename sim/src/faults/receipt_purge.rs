@@ -7,22 +7,36 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, check_duration, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, check_duration};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "receipt-purge",
-    description: "the purge job deletes receipts younger than the sender's redelivery horizon",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<ReceiptPurge>();
+
+impl Fault for ReceiptPurge {
+    const NAME: &'static str = "receipt-purge";
+    const DESCRIPTION: &'static str =
+        "the purge job deletes receipts younger than the sender's redelivery horizon";
+    const REMOVES_RECEIPTS: bool = true;
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+
+    // `--receipt-retention-ms`: the retention every seed's purge keeps.
+    fn apply_shape(settings: &mut Settings, shape: &crate::shape::WorkloadShape) {
+        if let Some(retention_ms) = shape.receipt_retention_ms {
+            settings.retention_ms = retention_ms;
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     retention_ms: i64,
     cadence_ms: i64,
 }
@@ -32,20 +46,14 @@ struct ReceiptPurge {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         retention_ms: *rng.pick(&[60_000, 300_000, 3_600_000]),
         cadence_ms: *rng.pick(&[30_000, 300_000, 1_800_000]),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("cadence_ms", settings.cadence_ms, 1)?;
     check_duration("retention_ms", settings.retention_ms, 0)?;
     Ok(Box::new(ReceiptPurge {
@@ -55,18 +63,7 @@ fn build(
 }
 
 impl FaultModel for ReceiptPurge {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn start(&mut self, now_ms: i64) -> Vec<TimerAction> {
-        if !self.settings.enabled {
-            return Vec::new();
-        }
         vec![TimerAction::WakeAt {
             at_ms: now_ms + self.settings.cadence_ms,
         }]

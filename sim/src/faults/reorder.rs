@@ -5,62 +5,57 @@
 //! window, so a refund, a cancellation or an older update can overtake the events created before
 //! it. The receiver must end in the state the creation order gives, whatever the arrival order.
 
-use super::{
-    FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio, from_json, swarm_enabled,
-    to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio};
 use crate::rng::SimRng;
 use crate::workload::EventSpec;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "reorder",
-    description: "events about one order arrive out of creation order (a refund before its payment)",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<Reorder>();
+
+impl Fault for Reorder {
+    const NAME: &'static str = "reorder";
+    const DESCRIPTION: &'static str =
+        "events about one order arrive out of creation order (a refund before its payment)";
+    type Settings = RateSettings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {
+        draw(rng, context)
+    }
+
+    fn build(
+        settings: RateSettings,
+        rng: SimRng,
+        context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 struct Reorder {
     settings: RateSettings,
     rng: SimRng,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&RateSettings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> RateSettings {
+    RateSettings {
         rate: draw_ratio(rng, &[(1, 4), (1, 2), (1, 1)]),
-    })
+    }
 }
 
 fn build(
-    value: &serde_json::Value,
+    settings: RateSettings,
     rng: SimRng,
     _context: &FaultContext,
 ) -> Result<Box<dyn FaultModel>, String> {
-    Ok(Box::new(Reorder {
-        settings: from_json(value)?,
-        rng,
-    }))
+    Ok(Box::new(Reorder { settings, rng }))
 }
 
 impl FaultModel for Reorder {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn shape_workload(
         &mut self,
         events: &mut Vec<EventSpec>,
         context: &FaultContext,
         _owes_work: &dyn Fn(&EventSpec) -> bool,
     ) {
-        if !self.settings.enabled {
-            return;
-        }
         for event in events.iter_mut() {
             if self.rng.chance(self.settings.rate) {
                 event.deliver_at_ms += self.rng.between(0, 2 * context.emit_window_ms);

@@ -4,19 +4,29 @@
 //! never sees the attempt and the sender waits out its timeout before retrying. Nothing is
 //! committed, so only the sender's retry schedule stands between the event and its loss.
 
-use super::{
-    FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio, from_json, swarm_enabled,
-    to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "request-lost",
-    description: "a delivery is lost before it reaches the receiver; the sender times out",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<RequestLost>();
+
+impl Fault for RequestLost {
+    const NAME: &'static str = "request-lost";
+    const DESCRIPTION: &'static str =
+        "a delivery is lost before it reaches the receiver; the sender times out";
+    type Settings = RateSettings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {
+        draw(rng, context)
+    }
+
+    fn build(
+        settings: RateSettings,
+        rng: SimRng,
+        context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 struct RequestLost {
     settings: RateSettings,
@@ -24,36 +34,27 @@ struct RequestLost {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&RateSettings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> RateSettings {
+    RateSettings {
         rate: draw_ratio(rng, &[(1, 20), (1, 5), (1, 2)]),
-    })
+    }
 }
 
 fn build(
-    value: &serde_json::Value,
+    settings: RateSettings,
     rng: SimRng,
     _context: &FaultContext,
 ) -> Result<Box<dyn FaultModel>, String> {
     Ok(Box::new(RequestLost {
-        settings: from_json(value)?,
+        settings,
         rng,
         healed: false,
     }))
 }
 
 impl FaultModel for RequestLost {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn drops_request(&mut self, _now_ms: i64) -> bool {
-        self.settings.enabled && !self.healed && self.rng.chance(self.settings.rate)
+        !self.healed && self.rng.chance(self.settings.rate)
     }
 
     fn heal(&mut self, _now_ms: i64) -> Vec<TimerAction> {

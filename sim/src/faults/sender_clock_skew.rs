@@ -11,23 +11,33 @@
 use commitgap::signature::DEFAULT_TOLERANCE_S;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    FaultContext, FaultKind, FaultModel, TimerAction, check, check_duration, from_json, swarm_enabled,
-    to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, TimerAction, check, check_duration, swarm_enabled};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "sender-clock-skew",
-    description: "the sender's clock is off, within or beyond the receivers' timestamp tolerance",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<SenderClockSkew>();
+
+impl Fault for SenderClockSkew {
+    const NAME: &'static str = "sender-clock-skew";
+    const DESCRIPTION: &'static str =
+        "the sender's clock is off, within or beyond the receivers' timestamp tolerance";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context).1
+    }
+
+    // The switch is drawn after the skew, as seeds have always drawn it.
+    fn draw_switched(rng: &mut SimRng, context: &FaultContext) -> (bool, Settings) {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// How far the sender's clock is off during the window; negative is behind.
     offset_ms: i64,
     start_ms: i64,
@@ -45,7 +55,7 @@ struct SenderClockSkew {
 /// receivers' tolerance.
 const OFFSET_MS_MAX: i64 = 6 * DEFAULT_TOLERANCE_S * 1_000;
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
+fn draw(rng: &mut SimRng, context: &FaultContext) -> (bool, Settings) {
     let tolerance_ms = DEFAULT_TOLERANCE_S * 1_000;
     // Within the tolerance, most of the time, with a margin for the network's latency; beyond it
     // by up to half an hour otherwise.
@@ -55,20 +65,16 @@ fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
         rng.between(tolerance_ms + 1_000, OFFSET_MS_MAX)
     };
     let sign = if rng.between(0, 1) == 0 { -1 } else { 1 };
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+    let enabled = swarm_enabled(rng);
+    let settings = Settings {
         offset_ms: sign * magnitude_ms,
         start_ms: rng.between(0, context.emit_window_ms),
         duration_ms: rng.between(60_000, context.fault_phase_ms.max(60_000)),
-    })
+    };
+    (enabled, settings)
 }
 
-fn build(
-    value: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("start_ms", settings.start_ms, 0)?;
     check_duration("duration_ms", settings.duration_ms, 1)?;
     // The stale-replay attack backdates a delivery by the tolerance and an hour; a sender clock
@@ -83,18 +89,7 @@ fn build(
 }
 
 impl FaultModel for SenderClockSkew {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn start(&mut self, now_ms: i64) -> Vec<TimerAction> {
-        if !self.settings.enabled {
-            return Vec::new();
-        }
         vec![TimerAction::WakeAt {
             at_ms: now_ms + self.settings.start_ms,
         }]

@@ -8,25 +8,33 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, TimerAction,
-    check_duration, draw_ratio, from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint,
+    TimerAction, check_duration, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "slow-handler",
-    description: "a handler stalls past the sender's timeout and finishes after the sender retried",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<SlowHandler>();
+
+impl Fault for SlowHandler {
+    const NAME: &'static str = "slow-handler";
+    const DESCRIPTION: &'static str =
+        "a handler stalls past the sender's timeout and finishes after the sender retried";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 /// The longest stall a seed file may set, in sender timeouts.
 pub const PAUSE_TIMEOUTS_MAX: i64 = 10;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     /// Chance of a stall at any one statement of a handler.
     rate: Ratio,
     pause_ms_min: i64,
@@ -39,21 +47,15 @@ struct SlowHandler {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 100), (1, 20), (1, 5)]),
         pause_ms_min: context.sender_timeout_ms * 11 / 10,
         pause_ms_max: context.sender_timeout_ms * 3,
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     // The stall is drawn from the sender's timeout; a configuration whose sender changed after
     // the draw would stall for less than the timeout and test nothing this model is for.
     check_duration(
@@ -80,18 +82,10 @@ fn build(
 }
 
 impl FaultModel for SlowHandler {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
         let (role, op) = (point.role, point.op);
         let in_handler = role == ProcessRole::Receiver && matches!(op, PendingOp::Sql(_));
-        if !self.settings.enabled || self.healed || !in_handler || !self.rng.chance(self.settings.rate) {
+        if self.healed || !in_handler || !self.rng.chance(self.settings.rate) {
             return None;
         }
         Some(PointAction::Pause {
@@ -112,6 +106,7 @@ mod tests {
     use super::*;
     use crate::config::SimConfig;
     use crate::db::Backend;
+    use crate::faults::to_json;
 
     #[test]
     fn the_longest_stall_a_file_may_set_leaves_the_reference_correct_and_a_longer_one_is_refused() {
@@ -123,7 +118,6 @@ mod tests {
             config.faults.insert(
                 KIND.name.to_owned(),
                 to_json(&Settings {
-                    enabled: true,
                     rate: Ratio::new(1, 5),
                     pause_ms_min: longest_ms - 1,
                     pause_ms_max: longest_ms,

@@ -7,23 +7,30 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    COPIES_MAX, FaultContext, FaultKind, FaultModel, TimerAction, check, check_duration, draw_ratio,
-    from_json, swarm_enabled, to_json,
+    COPIES_MAX, Fault, FaultContext, FaultKind, FaultModel, TimerAction, check, check_duration, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 use crate::workload::{EventSpec, ExtraDelivery};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "spontaneous-duplicate",
-    description: "the sender delivers an event again later although the first delivery succeeded",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<SpontaneousDuplicate>();
+
+impl Fault for SpontaneousDuplicate {
+    const NAME: &'static str = "spontaneous-duplicate";
+    const DESCRIPTION: &'static str =
+        "the sender delivers an event again later although the first delivery succeeded";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     copies_max: u32,
     delay_ms_max: i64,
@@ -34,44 +41,27 @@ struct SpontaneousDuplicate {
     rng: SimRng,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 10), (1, 3), (1, 1)]),
         copies_max: rng.between(1, 3) as u32,
         delay_ms_max: *rng.pick(&[10_000, 300_000, 1_800_000]),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check("copies_max", settings.copies_max, 1, COPIES_MAX)?;
     check_duration("delay_ms_max", settings.delay_ms_max, 1_000)?;
     Ok(Box::new(SpontaneousDuplicate { settings, rng }))
 }
 
 impl FaultModel for SpontaneousDuplicate {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn shape_workload(
         &mut self,
         events: &mut Vec<EventSpec>,
         _context: &FaultContext,
         _owes_work: &dyn Fn(&EventSpec) -> bool,
     ) {
-        if !self.settings.enabled {
-            return;
-        }
         for event in events.iter_mut() {
             if !self.rng.chance(self.settings.rate) {
                 continue;

@@ -8,22 +8,30 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction, Verb,
-    draw_ratio, from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, StatementFailure, TimerAction,
+    Verb, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "sqlite-busy",
-    description: "BEGIN or COMMIT fails with SQLITE_BUSY (a failed COMMIT leaves the transaction open)",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<SqliteBusy>();
+
+impl Fault for SqliteBusy {
+    const NAME: &'static str = "sqlite-busy";
+    const DESCRIPTION: &'static str =
+        "BEGIN or COMMIT fails with SQLITE_BUSY (a failed COMMIT leaves the transaction open)";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     begin_rate: Ratio,
     commit_rate: Ratio,
 }
@@ -34,39 +42,26 @@ struct SqliteBusy {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
     let choices = [(1, 50), (1, 10), (1, 3)];
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+    Settings {
         begin_rate: draw_ratio(rng, &choices),
         commit_rate: draw_ratio(rng, &choices),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
+fn build(settings: Settings, rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     Ok(Box::new(SqliteBusy {
-        settings: from_json(value)?,
+        settings,
         rng,
         healed: false,
     }))
 }
 
 impl FaultModel for SqliteBusy {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
         let op = point.op;
-        if !self.settings.enabled || self.healed {
+        if self.healed {
             return None;
         }
         let rate = match op.statement().map(|statement| &statement.verb) {

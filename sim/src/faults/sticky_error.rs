@@ -12,56 +12,43 @@ use serde::{Deserialize, Serialize};
 
 use commitgap::provider::ProviderRequest;
 
-use super::{
-    FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction, from_json, swarm_enabled, to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, ProviderFaults, TimerAction};
 use crate::rng::SimRng;
 
-pub const KIND: FaultKind = FaultKind {
-    name: "sticky-error",
-    description: "the provider caches a 5xx under the key and replays it until the key expires",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<StickyError>();
+
+impl Fault for StickyError {
+    const NAME: &'static str = "sticky-error";
+    const DESCRIPTION: &'static str =
+        "the provider caches a 5xx under the key and replays it until the key expires";
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Settings {
-    enabled: bool,
+struct Settings {}
+
+struct StickyError {}
+
+fn draw(_rng: &mut SimRng, _context: &FaultContext) -> Settings {
+    Settings {}
 }
 
-struct StickyError {
-    settings: Settings,
-}
-
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
-    })
-}
-
-fn build(
-    value: &serde_json::Value,
-    _rng: SimRng,
-    _context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    Ok(Box::new(StickyError {
-        settings: from_json(value)?,
-    }))
+fn build(_settings: Settings, _rng: SimRng, _context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+    Ok(Box::new(StickyError {}))
 }
 
 impl FaultModel for StickyError {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn provider_faults(&mut self, _now_ms: i64, _request: &ProviderRequest) -> ProviderFaults {
         let mut faults = ProviderFaults::default();
-        faults.conditions.sticky_errors = self.settings.enabled;
+        faults.conditions.sticky_errors = true;
         faults
     }
 

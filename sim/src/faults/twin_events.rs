@@ -5,62 +5,56 @@
 //! payments; only the business state can. This model gives some payment events a twin: a second
 //! payment event, with an id of its own, for the same order and amount.
 
-use super::{
-    FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio, from_json, swarm_enabled,
-    to_json,
-};
+use super::{Fault, FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio};
 use crate::rng::SimRng;
 use crate::workload::{EventSpec, Workload};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "twin-events",
-    description: "one payment produces two events with different ids",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<TwinEvents>();
+
+impl Fault for TwinEvents {
+    const NAME: &'static str = "twin-events";
+    const DESCRIPTION: &'static str = "one payment produces two events with different ids";
+    type Settings = RateSettings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {
+        draw(rng, context)
+    }
+
+    fn build(
+        settings: RateSettings,
+        rng: SimRng,
+        context: &FaultContext,
+    ) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 struct TwinEvents {
     settings: RateSettings,
     rng: SimRng,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> serde_json::Value {
-    to_json(&RateSettings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, _context: &FaultContext) -> RateSettings {
+    RateSettings {
         rate: draw_ratio(rng, &[(1, 4), (1, 2), (1, 1)]),
-    })
+    }
 }
 
 fn build(
-    value: &serde_json::Value,
+    settings: RateSettings,
     rng: SimRng,
     _context: &FaultContext,
 ) -> Result<Box<dyn FaultModel>, String> {
-    Ok(Box::new(TwinEvents {
-        settings: from_json(value)?,
-        rng,
-    }))
+    Ok(Box::new(TwinEvents { settings, rng }))
 }
 
 impl FaultModel for TwinEvents {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn shape_workload(
         &mut self,
         events: &mut Vec<EventSpec>,
         _context: &FaultContext,
         owes_work: &dyn Fn(&EventSpec) -> bool,
     ) {
-        if !self.settings.enabled {
-            return;
-        }
         let payments: Vec<usize> = (0..events.len())
             .filter(|&index| owes_work(&events[index]))
             .collect();

@@ -12,22 +12,31 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, TimerAction,
-    check, check_duration, draw_ratio, from_json, swarm_enabled, to_json,
+    Fault, FaultContext, FaultKind, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint,
+    TimerAction, check, check_duration, draw_ratio,
 };
 use crate::rng::{Ratio, SimRng};
 
-pub const KIND: FaultKind = FaultKind {
-    name: "worker-pause",
-    description: "a relay worker pauses longer than its lease and then carries on as if it held it",
-    draw,
-    build,
-    acts_only_on_faulty_systems: false,
-};
+pub const KIND: FaultKind = FaultKind::of::<WorkerPause>();
+
+impl Fault for WorkerPause {
+    const NAME: &'static str = "worker-pause";
+    const DESCRIPTION: &'static str =
+        "a relay worker pauses longer than its lease and then carries on as if it held it";
+    const STALLS_WORKERS: bool = true;
+    type Settings = Settings;
+
+    fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+        draw(rng, context)
+    }
+
+    fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
+        build(settings, rng, context)
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    enabled: bool,
     rate: Ratio,
     pause_ms_min: i64,
     pause_ms_max: i64,
@@ -49,23 +58,17 @@ struct WorkerPause {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, context: &FaultContext) -> serde_json::Value {
-    to_json(&Settings {
-        enabled: swarm_enabled(rng),
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+    Settings {
         rate: draw_ratio(rng, &[(1, 100), (1, 20), (1, 5)]),
         pause_ms_min: (context.lease_ms * 3 / 2).min(context.stall_ms_max),
         pause_ms_max: (context.lease_ms * 4).min(context.stall_ms_max),
         after_reply_rate: Some(draw_ratio(rng, &[(1, 2), (3, 4)])),
         before_call_rate: Some(draw_ratio(rng, &[(1, 2), (3, 4)])),
-    })
+    }
 }
 
-fn build(
-    value: &serde_json::Value,
-    rng: SimRng,
-    context: &FaultContext,
-) -> Result<Box<dyn FaultModel>, String> {
-    let settings: Settings = from_json(value)?;
+fn build(settings: Settings, rng: SimRng, context: &FaultContext) -> Result<Box<dyn FaultModel>, String> {
     check_duration("pause_ms_min", settings.pause_ms_min, 1)?;
     // The relay is written to tolerate stalls up to relay.stall_ms_max; a longer pause (say,
     // drawn before that bound was lowered by hand) would test a contract the relay never made.
@@ -83,18 +86,9 @@ fn build(
 }
 
 impl FaultModel for WorkerPause {
-    fn name(&self) -> &'static str {
-        KIND.name
-    }
-
-    fn settings(&self) -> serde_json::Value {
-        to_json(&self.settings)
-    }
-
     fn at_scheduling_point(&mut self, point: &SchedulingPoint<'_>) -> Option<PointAction> {
         let (role, op) = (point.role, point.op);
-        if !self.settings.enabled || self.healed || role != ProcessRole::RelayWorker || *op == PendingOp::Wake
-        {
+        if self.healed || role != ProcessRole::RelayWorker || *op == PendingOp::Wake {
             return None;
         }
         let rate = match (op, self.settings.after_reply_rate, self.settings.before_call_rate) {

@@ -21,7 +21,7 @@ use crate::db::{ConnectionId, Database, RowChange, StatementOutput};
 use crate::decision::{Decision, DecisionKind, Destination};
 use crate::domain::{Domain, Model};
 use crate::faults::{
-    self, FaultModel, PendingOp, PointAction, ProcessRole, SchedulingPoint, StatementFailure,
+    self, ActiveFault, PendingOp, PointAction, ProcessRole, SchedulingPoint, StatementFailure,
 };
 use crate::provider::{ProviderModel, Quirk};
 pub use crate::record::Origin;
@@ -248,7 +248,7 @@ pub struct World {
     provider_rng: SimRng,
     provider: ProviderModel,
     sender: Sender,
-    faults: Vec<Box<dyn FaultModel>>,
+    faults: Vec<ActiveFault>,
     fault_counts: BTreeMap<String, u64>,
     /// What the faults did, in words, for the seed file; `None` when the run keeps no log (a
     /// sweep's passing seed is never written down, so it formats nothing).
@@ -636,7 +636,7 @@ impl World {
         db: Database,
         observed_tables: Vec<&'static str>,
         processes: Vec<Process>,
-        faults: Vec<Box<dyn FaultModel>>,
+        faults: Vec<ActiveFault>,
         keep_trace: bool,
         scripted: bool,
         decider: Decider,
