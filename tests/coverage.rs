@@ -31,6 +31,7 @@ fn a_default_sweep_of_the_reference_reaches_every_situation() {
         check_determinism: false,
         every_fault: false,
         shape: Default::default(),
+        registry: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -58,7 +59,7 @@ fn a_default_sweep_of_the_reference_reaches_every_situation() {
         report.coverage.lines()
     );
     // Every registered fault model is listed, fired or not.
-    for kind in commitgap_sim::faults::registry() {
+    for kind in commitgap_sim::faults::built_in() {
         assert!(
             report.coverage.faults_fired.contains_key(kind.name),
             "{}",

@@ -18,6 +18,7 @@ fn digests(system: &str, jobs: usize, check_determinism: bool) -> Vec<(u64, Stri
         check_determinism,
         every_fault: false,
         shape: Default::default(),
+        registry: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -123,6 +124,7 @@ fn a_nondeterministic_system_is_caught_and_shown_side_by_side() {
         check_determinism: true,
         every_fault: false,
         shape: Default::default(),
+        registry: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     let divergence = report
@@ -159,6 +161,7 @@ fn a_reused_database_gives_the_same_trace_as_a_new_one() {
             check_determinism: false,
             every_fault: true,
             shape: Default::default(),
+            registry: Default::default(),
         };
         let swept = sweep(&options, &|_, _| {}).digests;
         assert_eq!(swept.len(), 16);

@@ -27,6 +27,7 @@ fn the_reference_passes_a_short_sweep() {
                 check_determinism: false,
                 every_fault,
                 shape: Default::default(),
+                registry: Default::default(),
             },
             &|_, _| {},
         );

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use commitgap_sim::db::Backend;
+use commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX;
 use commitgap_sim::run::{RunOptions, RunOutcome, run_seed};
 use commitgap_sim::seed_file::{Expectation, SeedFile, replay_command};
 use commitgap_sim::sweep::{SweepOptions, sweep};
@@ -31,8 +32,8 @@ fn caught_within_budget_and_replayable(system: &str, budget: u64, invariant: &st
     );
 
     let directory = std::env::temp_dir().join(format!("commitgap-planted-{system}-{}", std::process::id()));
-    let path = SeedFile::from_outcome(&outcome, replay_command(&directory))
-        .write(&directory)
+    let path = SeedFile::from_outcome(&outcome, replay_command(COMMITGAP_REPLAY_PREFIX, &directory))
+        .write(&directory, COMMITGAP_REPLAY_PREFIX)
         .unwrap();
     let file = SeedFile::read(&path).unwrap();
     let _ = std::fs::remove_dir_all(&directory);
@@ -115,6 +116,7 @@ fn reference_failures(first_seed: u64, seeds: u64, backend: Backend, every_fault
         check_determinism: false,
         every_fault,
         shape: Default::default(),
+        registry: Default::default(),
     };
     let report = sweep(&options, &|_, _| {});
     assert_eq!(report.seeds_run, seeds);

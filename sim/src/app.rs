@@ -15,15 +15,15 @@
 //!
 //! `commitgap` itself is [`App::commitgap`]: the reference system and its planted bugs. Running
 //! an app (`App::run` and `App::main`, in [`crate::cli`], which this module must not import)
-//! installs it for the process (the seed files it writes then name its own
-//! replay command, and its fault models and invariants join the registries every run reads); it
-//! must not be run twice in one process with different fault models of one name, which
-//! [`App::run`] refuses.
+//! hands its [`Registry`] (its fault models, invariants and replay command) to every run it
+//! starts; nothing is installed for the process, so two programs with different fault models of
+//! one name can run in one process. The same program is a test with [`App::check`].
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
-use crate::faults::{self, FaultKind};
-use crate::invariants::{self, Invariant};
+use crate::faults::FaultKind;
+use crate::invariants::Invariant;
+use crate::registry::Registry;
 use crate::shape::WorkloadShape;
 use crate::system::System;
 use crate::systems;
@@ -32,13 +32,31 @@ use crate::systems;
 #[derive(Clone)]
 pub struct App {
     name: String,
-    replay_prefix: String,
     systems: Vec<Arc<dyn System>>,
     planted: Vec<Arc<dyn System>>,
-    faults: Vec<FaultKind>,
-    invariants: Vec<Arc<dyn Invariant>>,
+    registry: Registry,
+    /// The first fault model or invariant that could not be added (a name taken), reported when
+    /// the program runs.
+    refused: Option<String>,
     shape: WorkloadShape,
     equivalent_sql: Vec<crate::sql_mutants::Equivalent>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |systems: &[Arc<dyn System>]| {
+            systems
+                .iter()
+                .map(|system| system.name().to_owned())
+                .collect::<Vec<_>>()
+        };
+        f.debug_struct("App")
+            .field("name", &self.name)
+            .field("systems", &names(&self.systems))
+            .field("planted", &names(&self.planted))
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
 }
 
 impl App {
@@ -46,13 +64,14 @@ impl App {
     /// Its printed commands start `cargo run --release --bin NAME --` until
     /// [`App::replay_command`] says otherwise.
     pub fn new(name: &str) -> App {
+        let mut registry = Registry::new();
+        registry.set_replay_prefix(&format!("cargo run --release --bin {name} --"));
         App {
             name: name.to_owned(),
-            replay_prefix: format!("cargo run --release --bin {name} --"),
             systems: Vec::new(),
             planted: Vec::new(),
-            faults: Vec::new(),
-            invariants: Vec::new(),
+            registry,
+            refused: None,
             shape: WorkloadShape::default(),
             equivalent_sql: Vec::new(),
         }
@@ -72,7 +91,7 @@ impl App {
     /// `cargo run --release --example shop --`. Every printed replay command and every seed file
     /// starts with it.
     pub fn replay_command(mut self, prefix: &str) -> App {
-        prefix.trim().clone_into(&mut self.replay_prefix);
+        self.registry.set_replay_prefix(prefix);
         self
     }
 
@@ -91,14 +110,20 @@ impl App {
     }
 
     /// A fault model of the team's own, drawn per seed like the built-in ones and after them.
+    /// A name another model already has is refused when the program runs.
     pub fn fault(mut self, kind: FaultKind) -> App {
-        self.faults.push(kind);
+        if let Err(why) = self.registry.add_fault(kind) {
+            self.refused.get_or_insert(why);
+        }
         self
     }
 
-    /// An invariant of the team's own, checked after the built-in ones.
+    /// An invariant of the team's own, checked after the built-in ones. A built-in invariant's
+    /// name is refused when the program runs.
     pub fn invariant(mut self, invariant: Arc<dyn Invariant>) -> App {
-        self.invariants.push(invariant);
+        if let Err(why) = self.registry.add_invariant(invariant) {
+            self.refused.get_or_insert(why);
+        }
         self
     }
 
@@ -164,12 +189,36 @@ impl App {
 
     /// The command prefix printed commands start with.
     pub fn prefix(&self) -> &str {
-        &self.replay_prefix
+        self.registry.replay_prefix()
     }
 
-    /// Registers the program's fault models and invariants and makes it the process's program,
-    /// so that everything printed and written names its commands. Fails when a name is taken.
-    pub fn install(&self) -> Result<(), String> {
+    /// The fault models, added invariants and replay command every run of the program reads.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The program as a `#[test]`: a [`crate::harness::Check`] of its first system with its
+    /// fault models, invariants, workload and replay command.
+    ///
+    /// # Panics
+    ///
+    /// If the program has no system.
+    pub fn check(&self) -> crate::harness::Check {
+        let system = self
+            .systems
+            .first()
+            .expect("App::check needs a system; add one with App::system");
+        crate::harness::Check::of_app(self, Arc::clone(system))
+    }
+
+    /// The first fault model or invariant that could not be added, if any.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
+
+    /// Checks that the program can run: it has a system, its systems have names of their own,
+    /// and its fault models and invariants were all added.
+    pub fn validate(&self) -> Result<(), String> {
         if self.systems.is_empty() {
             return Err(format!(
                 "{} has no system to test; add one with App::system",
@@ -186,37 +235,9 @@ impl App {
             }
             names.push(system.name());
         }
-        for kind in &self.faults {
-            faults::register(*kind)?;
+        match &self.refused {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
         }
-        for invariant in &self.invariants {
-            invariants::register(Arc::clone(invariant))?;
-        }
-        *CURRENT.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(self.clone()));
-        Ok(())
     }
-}
-
-/// The program this process runs: the one installed last, or `commitgap`.
-static CURRENT: RwLock<Option<Arc<App>>> = RwLock::new(None);
-
-/// The process's program (see [`App::install`]); `commitgap` when none was installed.
-pub fn current() -> Arc<App> {
-    CURRENT
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
-        .unwrap_or_else(|| Arc::new(App::commitgap()))
-}
-
-/// The start of every printed command: `cargo run --release --` for `commitgap`.
-pub fn command_prefix() -> String {
-    CURRENT
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .map_or_else(
-            || "cargo run --release --".to_owned(),
-            |app| app.replay_prefix.clone(),
-        )
 }

@@ -97,6 +97,17 @@ impl SimConfig {
     /// it narrows is drawn from a stream of its own per setting. Fault settings are drawn last,
     /// from the final configuration, so none is left computed from a replaced value.
     pub fn draw_shaped(seed: u64, backend: Backend, shape: &WorkloadShape) -> SimConfig {
+        SimConfig::draw_with(seed, backend, shape, &faults::built_in())
+    }
+
+    /// Draws the configuration of `seed` within `shape`, with the fault models `kinds` (a
+    /// registry's, see [`crate::registry::Registry::faults`]) rather than the built-in ones.
+    pub fn draw_with(
+        seed: u64,
+        backend: Backend,
+        shape: &WorkloadShape,
+        kinds: &[faults::FaultKind],
+    ) -> SimConfig {
         let mut config = SimConfig::draw_unshaped(seed, backend);
         config.apply_shape(seed, shape);
         // The processing bound the relay is told of is the one the simulated provider keeps: a
@@ -106,8 +117,7 @@ impl SimConfig {
             .call_timeout_ms
             .saturating_mul(faults::PROVIDER_ACT_TIMEOUTS_MAX);
         let context = config.fault_context();
-        let kinds = faults::registry();
-        for kind in &kinds {
+        for kind in kinds {
             let mut fault_rng = SimRng::stream(seed, &faults::config_stream_label(kind.name));
             let mut settings = kind.draw(&mut fault_rng, &context);
             if !shape.allows_fault(kind.name)
@@ -117,12 +127,10 @@ impl SimConfig {
             }
             config.faults.insert(kind.name.to_owned(), settings);
         }
-        faults::after_draw(&kinds, &mut config.faults, shape, &|name| {
-            shape.allows_fault(name)
-        });
+        faults::after_draw(kinds, &mut config.faults, shape, &|name| shape.allows_fault(name));
         // A stalled worker is found out only by the worker that takes its obligation over:
         // a seed that stalls workers gets a second one unless the shape chose the number.
-        if config.stalls_workers(&kinds) && shape.relay_workers.is_none() {
+        if config.stalls_workers(kinds) && shape.relay_workers.is_none() {
             config.relay_workers = config.relay_workers.max(2);
         }
         config
@@ -258,11 +266,12 @@ impl SimConfig {
 
     /// Turns every fault model on, keeping the rates drawn for it.
     pub fn enable_every_fault(&mut self) {
-        self.enable_faults_allowed_by(&WorkloadShape::default());
+        self.enable_faults_allowed_by(&WorkloadShape::default(), &faults::built_in());
     }
 
-    /// Turns on every fault model `shape` allows, keeping the rates drawn for it.
-    pub fn enable_faults_allowed_by(&mut self, shape: &WorkloadShape) {
+    /// Turns on every fault model `shape` allows, keeping the rates drawn for it; `kinds` keep
+    /// their rules with each other (see [`faults::Fault::after_all_on`]).
+    pub fn enable_faults_allowed_by(&mut self, shape: &WorkloadShape, kinds: &[faults::FaultKind]) {
         for (name, settings) in &mut self.faults {
             if !shape.allows_fault(name) {
                 continue;
@@ -271,7 +280,7 @@ impl SimConfig {
                 *enabled = serde_json::Value::Bool(true);
             }
         }
-        faults::after_all_on(&faults::registry(), &mut self.faults);
+        faults::after_all_on(kinds, &mut self.faults);
     }
 
     /// What fault models may base their settings on.
@@ -294,17 +303,23 @@ impl SimConfig {
     /// durations, ratios and each fault model's settings. The error is one line naming the field
     /// (as a path from the configuration, `relay.lease_ms`), the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
-        self.validate_before_building()?;
-        self.validate_fault_settings()
+        self.validate_with(&faults::built_in())
+    }
+
+    /// [`SimConfig::validate`] with the fault models `kinds` (a registry's) rather than the
+    /// built-in ones.
+    pub fn validate_with(&self, kinds: &[faults::FaultKind]) -> Result<(), String> {
+        self.validate_before_building(kinds)?;
+        self.validate_fault_settings(kinds)
     }
 
     /// Everything [`SimConfig::validate`] checks but each fault model's settings, which building
     /// the model checks: a run builds its models anyway and reports the same error then.
-    pub(crate) fn validate_before_building(&self) -> Result<(), String> {
+    pub(crate) fn validate_before_building(&self, kinds: &[faults::FaultKind]) -> Result<(), String> {
         self.validate_counts()?;
         self.validate_durations()?;
-        self.validate_contracts()?;
-        self.validate_fault_names()
+        self.validate_contracts(kinds)?;
+        self.validate_fault_names(kinds)
     }
 
     fn validate_counts(&self) -> Result<(), String> {
@@ -413,7 +428,7 @@ impl SimConfig {
 
     /// Values that are each in range but together would break a contract the reference relies
     /// on, so that a run of them could only end in a false verdict.
-    fn validate_contracts(&self) -> Result<(), String> {
+    fn validate_contracts(&self, kinds: &[faults::FaultKind]) -> Result<(), String> {
         use crate::limits::{DURATION_MS_MAX, check};
         // The liveness bound grows to twice these waits and is held to the longest duration.
         check(
@@ -477,11 +492,12 @@ impl SimConfig {
             0,
             DURATION_MS_MAX,
         )?;
-        faults::check_with_others(&faults::registry(), &self.faults, &self.fault_context())
+        faults::check_with_others(kinds, &self.faults, &self.fault_context())
     }
 
-    fn validate_fault_names(&self) -> Result<(), String> {
-        match self.faults.keys().find(|name| faults::kind(name).is_none()) {
+    fn validate_fault_names(&self, kinds: &[faults::FaultKind]) -> Result<(), String> {
+        let known = |name: &String| kinds.iter().any(|kind| kind.name == name);
+        match self.faults.keys().find(|name| !known(name)) {
             Some(name) => Err(format!(
                 "faults.{}: no fault model has this name; see `list` for the fault models",
                 crate::files::clip(name, 80)
@@ -490,9 +506,12 @@ impl SimConfig {
         }
     }
 
-    fn validate_fault_settings(&self) -> Result<(), String> {
+    fn validate_fault_settings(&self, kinds: &[faults::FaultKind]) -> Result<(), String> {
         for (name, settings) in &self.faults {
-            let kind = faults::kind(name).expect("fault names are checked first");
+            let kind = kinds
+                .iter()
+                .find(|kind| kind.name == name)
+                .expect("fault names are checked first");
             // Building a model checks its settings; the stream it gets is never drawn from.
             kind.build(settings, SimRng::stream(0, "validate"), &self.fault_context())
                 .map_err(|error| format!("faults.{name}.{error}"))?;
@@ -577,7 +596,7 @@ mod tests {
     fn a_seed_that_stalls_workers_has_a_second_worker_to_take_over() {
         for seed in 0..300 {
             let config = SimConfig::draw(seed, Backend::Memdb);
-            let stalling: Vec<&str> = faults::registry()
+            let stalling: Vec<&str> = faults::built_in()
                 .into_iter()
                 .filter(|kind| kind.stalls_workers)
                 .map(|kind| kind.name)
@@ -758,7 +777,7 @@ mod tests {
             config.validate().unwrap();
             assert!(config.relay.lease_ms > config.relay.call_timeout_ms);
             assert!(config.relay.call_timeout_ms >= 2 * config.provider_latency_ms_max);
-            assert_eq!(config.faults.len(), faults::registry().len());
+            assert_eq!(config.faults.len(), faults::built_in().len());
             let workload = crate::domain::draw_workload(&Payments, seed, &config.workload_settings());
             assert_eq!(
                 workload,

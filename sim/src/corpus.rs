@@ -69,15 +69,19 @@ impl Kept {
 #[derive(Debug)]
 pub struct Corpus {
     directory: PathBuf,
+    /// The program that replays a seed file, as its replay command names it.
+    replay_prefix: String,
     by_signature: BTreeMap<Signature, (PathBuf, (u64, usize))>,
 }
 
 impl Corpus {
     /// Reads every seed file in `directory` (which need not exist yet). Files that cannot be read
-    /// are left alone and take no part in deduplication.
-    pub fn open(directory: &Path) -> Result<Corpus, String> {
+    /// are left alone and take no part in deduplication. Files written name the program
+    /// `replay_prefix` runs in their replay command.
+    pub fn open(directory: &Path, replay_prefix: &str) -> Result<Corpus, String> {
         let mut corpus = Corpus {
             directory: directory.to_path_buf(),
+            replay_prefix: replay_prefix.to_owned(),
             by_signature: BTreeMap::new(),
         };
         for path in seed_file::list(directory)? {
@@ -105,7 +109,7 @@ impl Corpus {
     /// Adds `file`, keeping the shortest reproduction of its signature.
     pub fn add(&mut self, file: &SeedFile) -> Result<Kept, String> {
         let Some(signature) = signature(file) else {
-            return file.write(&self.directory).map(Kept::New);
+            return file.write(&self.directory, &self.replay_prefix).map(Kept::New);
         };
         let size = file.smallest();
         let existing = self.by_signature.get(&signature).cloned();
@@ -115,7 +119,7 @@ impl Corpus {
         {
             return Ok(Kept::Duplicate(path.clone()));
         }
-        let path = file.write(&self.directory)?;
+        let path = file.write(&self.directory, &self.replay_prefix)?;
         self.by_signature.insert(signature, (path.clone(), size));
         match existing {
             Some((removed, _)) if removed != path && removed.exists() => {

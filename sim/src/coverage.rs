@@ -344,16 +344,42 @@ pub struct SweepCoverage {
     pub invariants_left_out: BTreeMap<String, String>,
     /// The domains of the systems whose runs were added.
     pub domains: std::collections::BTreeSet<String>,
+    /// What the report says of each fault model of the registry the sweep ran with.
+    kinds: Vec<KindNote>,
+}
+
+/// What a coverage report says of a fault model: its name, what it acts on, and whether only a
+/// faulty system can make it act.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KindNote {
+    name: &'static str,
+    description: &'static str,
+    acts_only_on_faulty_systems: bool,
 }
 
 impl Default for SweepCoverage {
-    /// Nothing added yet: every fault model and every situation at zero, so that a report names
-    /// what never happened as well as what did.
+    /// Nothing added yet, with the built-in fault models.
     fn default() -> SweepCoverage {
+        SweepCoverage::new(&faults::built_in())
+    }
+}
+
+impl SweepCoverage {
+    /// Nothing added yet: every fault model of `kinds` and every situation at zero, so that a
+    /// report names what never happened as well as what did.
+    pub fn new(kinds: &[faults::FaultKind]) -> SweepCoverage {
         SweepCoverage {
             seeds: 0,
-            faults_fired: faults::registry()
-                .into_iter()
+            kinds: kinds
+                .iter()
+                .map(|kind| KindNote {
+                    name: kind.name,
+                    description: kind.description,
+                    acts_only_on_faulty_systems: kind.acts_only_on_faulty_systems,
+                })
+                .collect(),
+            faults_fired: kinds
+                .iter()
                 .map(|kind| (kind.name.to_owned(), FaultTally::default()))
                 .collect(),
             situations: Situation::ALL
@@ -415,10 +441,7 @@ impl SweepCoverage {
 
     /// The fault models in registry order, then any others the runs reported.
     fn fault_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = faults::registry()
-            .into_iter()
-            .map(|kind| kind.name.to_owned())
-            .collect();
+        let mut names: Vec<String> = self.kinds.iter().map(|kind| kind.name.to_owned()).collect();
         for name in self.faults_fired.keys() {
             if !names.contains(name) {
                 names.push(name.clone());
@@ -501,9 +524,9 @@ impl SweepCoverage {
         left_out
             .chain(self.never_fired()
             .into_iter()
-            .filter(|name| acts_only_on_faulty_systems(name))
+            .filter(|name| self.acts_only_on_faulty_systems(name))
             .map(|name| {
-                let description = faults::kind(&name).map_or("", |kind| kind.description);
+                let description = self.kind(&name).map_or("", |kind| kind.description);
                 format!(
                     "never fired: {name} ({description}); it acts only on what a correct system never does, so a sweep of one never sees it fire"
                 )
@@ -532,7 +555,7 @@ impl SweepCoverage {
             })
             .collect();
         for name in self.never_fired() {
-            if acts_only_on_faulty_systems(&name) {
+            if self.acts_only_on_faulty_systems(&name) {
                 continue;
             }
             let on = self.fault(&name).on_in_seeds;
@@ -545,12 +568,23 @@ impl SweepCoverage {
                 )
             };
             // The model's own description says what it acts on, which is often the reason.
-            let acts_on = faults::kind(&name)
+            let acts_on = self
+                .kind(&name)
                 .map(|kind| format!("{}; ", kind.description))
                 .unwrap_or_default();
             warnings.push(format!("never fired: {name} ({acts_on}{why})"));
         }
         warnings
+    }
+
+    fn kind(&self, name: &str) -> Option<&KindNote> {
+        self.kinds.iter().find(|kind| kind.name == name)
+    }
+
+    /// Whether the fault model named `name` acts only on a faulty system's behaviour.
+    fn acts_only_on_faulty_systems(&self, name: &str) -> bool {
+        self.kind(name)
+            .is_some_and(|kind| kind.acts_only_on_faulty_systems)
     }
 
     fn why_never_reached(&self, situation: Situation) -> String {
@@ -589,11 +623,6 @@ impl SweepCoverage {
     }
 }
 
-/// Whether the fault model named `name` acts only on a faulty system's behaviour.
-fn acts_only_on_faulty_systems(name: &str) -> bool {
-    faults::kind(name).is_some_and(|kind| kind.acts_only_on_faulty_systems)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,7 +634,11 @@ mod tests {
         for situation in Situation::ALL {
             assert_eq!(Situation::from_name(situation.name()), Some(situation));
             for fault in situation.needs() {
-                assert!(faults::kind(fault).is_some(), "{}: {fault}", situation.name());
+                assert!(
+                    faults::built_in().iter().any(|kind| kind.name == *fault),
+                    "{}: {fault}",
+                    situation.name()
+                );
             }
         }
     }
@@ -712,7 +745,7 @@ mod tests {
             .unwrap()
             .count = 1;
         assert!(coverage.notes().is_empty());
-        let noted: Vec<&str> = faults::registry()
+        let noted: Vec<&str> = faults::built_in()
             .into_iter()
             .filter(|kind| kind.acts_only_on_faulty_systems)
             .map(|kind| kind.name)

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::corpus::{Corpus, Kept};
+use crate::registry::Registry;
 use crate::run::RunOutcome;
 use crate::seed_file::{SeedFile, ShrunkRun};
 use crate::shrink::{Shrunk, shrink_all};
@@ -69,6 +70,9 @@ pub enum AsFound {
 #[derive(Debug)]
 pub struct Findings {
     directory: PathBuf,
+    /// The fault models and invariants shrinking runs with, and the program that replays a seed
+    /// file, as its replay command names it.
+    registry: Arc<Registry>,
     policy: KeepPolicy,
     state: Mutex<State>,
 }
@@ -84,9 +88,12 @@ struct State {
 }
 
 impl Findings {
-    pub fn new(directory: &Path, policy: KeepPolicy) -> Findings {
+    /// Failures kept in `directory`, shrunk with `registry`'s fault models and invariants, their
+    /// seed files replayed by its program (see [`Registry::replay_prefix`]).
+    pub fn new(directory: &Path, policy: KeepPolicy, registry: Arc<Registry>) -> Findings {
         Findings {
             directory: directory.to_path_buf(),
+            registry,
             policy,
             state: Mutex::new(State::default()),
         }
@@ -110,7 +117,9 @@ impl Findings {
             return AsFound::PastShrinkMax;
         }
         seeds.insert(outcome.seed);
-        match SeedFile::from_outcome(outcome, String::new()).write(&self.directory) {
+        match SeedFile::from_outcome(outcome, String::new())
+            .write(&self.directory, self.registry.replay_prefix())
+        {
             Ok(path) => {
                 state.written.insert(outcome.seed, path.clone());
                 AsFound::Written(path)
@@ -217,7 +226,7 @@ pub fn shrink_and_keep(
     if chosen.is_empty() {
         return after;
     }
-    let results = shrink_all(system, &chosen, jobs, runs_max, stop);
+    let results = shrink_all(system, &chosen, jobs, runs_max, stop, &findings.registry);
     let mut shrunk_files: Vec<(SeedFile, Shrunk)> = Vec::new();
     for ((seed, _), result) in chosen.iter().zip(results) {
         match result {
@@ -231,7 +240,7 @@ pub fn shrink_and_keep(
             }
         }
     }
-    let mut corpus = match Corpus::open(&findings.directory) {
+    let mut corpus = match Corpus::open(&findings.directory, findings.registry.replay_prefix()) {
         Ok(corpus) => corpus,
         Err(why) => {
             for (file, _) in &shrunk_files {

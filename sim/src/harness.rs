@@ -34,12 +34,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::db::Backend;
-use crate::faults::{self, FaultKind};
+use crate::faults::FaultKind;
 use crate::findings::{
     DEFAULT_SHRINK_MAX, FailingRun, FailingSeed, FailureGroup, Findings, KeepPolicy, group_failures,
     seed_list, shrink_and_keep,
 };
-use crate::invariants::{self, Invariant};
+use crate::invariants::Invariant;
+use crate::registry::Registry;
 use crate::report::{NONDETERMINISM, UNSETTLED};
 use crate::run::{RunOptions, RunOutcome, run_seed};
 use crate::seed_file::{self, SeedFile};
@@ -68,13 +69,28 @@ pub struct Check {
     seeds_dir: PathBuf,
     cases: u64,
     first_seed: u64,
-    faults: Vec<FaultKind>,
-    invariants: Vec<Arc<dyn Invariant>>,
+    /// The fault models and invariants every run reads, and the replay command seed files name.
+    registry: Registry,
+    /// The first fault model or invariant that could not be added, reported by the run.
+    refused: Option<String>,
     shape: WorkloadShape,
+    /// The program that replays a seed file, when the team named one.
     replay_prefix: Option<String>,
     backend: Backend,
     max_failures: u64,
     shrink_max: u64,
+}
+
+impl std::fmt::Debug for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Check")
+            .field("system", &self.system.name())
+            .field("seeds_dir", &self.seeds_dir)
+            .field("cases", &self.cases)
+            .field("first_seed", &self.first_seed)
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a check ran, when it found nothing.
@@ -103,14 +119,25 @@ impl Check {
             seeds_dir: PathBuf::from("seeds"),
             cases: DEFAULT_CASES,
             first_seed: 0,
-            faults: Vec::new(),
-            invariants: Vec::new(),
+            registry: Registry::new(),
+            refused: None,
             shape: WorkloadShape::default(),
             replay_prefix: None,
             backend: Backend::Memdb,
             max_failures: DEFAULT_MAX_FAILURES,
             shrink_max: DEFAULT_SHRINK_MAX,
         }
+    }
+
+    /// A check of `system` within the program `app`: its fault models, invariants, workload and
+    /// replay command (see [`crate::App::check`]).
+    pub fn of_app(app: &crate::App, system: Arc<dyn System>) -> Check {
+        let mut check = Check::new(system);
+        check.registry = app.registry().clone();
+        check.refused = app.refused().map(str::to_owned);
+        check.shape = app.shape().clone();
+        check.replay_prefix = Some(app.prefix().to_owned());
+        check
     }
 
     /// Where regressions are read from and new failures written to.
@@ -133,13 +160,17 @@ impl Check {
 
     /// A fault model of the team's own (see [`crate::App::fault`]).
     pub fn fault(mut self, kind: FaultKind) -> Check {
-        self.faults.push(kind);
+        if let Err(why) = self.registry.add_fault(kind) {
+            self.refused.get_or_insert(why);
+        }
         self
     }
 
     /// An invariant of the team's own (see [`crate::App::invariant`]).
     pub fn invariant(mut self, invariant: Arc<dyn Invariant>) -> Check {
-        self.invariants.push(invariant);
+        if let Err(why) = self.registry.add_invariant(invariant) {
+            self.refused.get_or_insert(why);
+        }
         self
     }
 
@@ -152,6 +183,7 @@ impl Check {
     /// The team's simulation program, up to its command name (`cargo run --release -p shop
     /// --bin shop-sim --`), so that a failure names the command that replays its seed file.
     pub fn replay_command(mut self, prefix: &str) -> Check {
+        self.registry.set_replay_prefix(prefix);
         self.replay_prefix = Some(prefix.trim().to_owned());
         self
     }
@@ -190,11 +222,8 @@ impl Check {
     /// Runs the check and returns what failed, if anything, as the message [`Check::run`]
     /// panics with.
     pub fn try_run(self) -> Result<CheckReport, String> {
-        for kind in &self.faults {
-            faults::register(*kind)?;
-        }
-        for invariant in &self.invariants {
-            invariants::register(Arc::clone(invariant))?;
+        if let Some(why) = &self.refused {
+            return Err(why.clone());
         }
         let (first_seed, cases) = self.range_from_environment()?;
         let (regression_problems, regressions) = self.replay_regressions()?;
@@ -268,6 +297,7 @@ impl Check {
             let options = RunOptions {
                 backend: file.config.backend,
                 config: Some(file.config.clone()),
+                registry: Arc::new(self.registry.clone()),
                 ..RunOptions::default()
             };
             let outcome = run_seed(&self.system, file.seed, &options)?;
@@ -301,6 +331,7 @@ impl Check {
             check_determinism: false,
             every_fault: false,
             shape: self.shape.clone(),
+            registry: Arc::new(self.registry.clone()),
         };
         let limits = SweepLimits {
             max_failures: NonZeroU64::new(self.max_failures),
@@ -312,6 +343,7 @@ impl Check {
                 shrink: true,
                 shrink_max: self.shrink_max,
             },
+            Arc::new(self.registry.clone()),
         );
         let report = sweep_with_limits(&options, &limits, &|_| {}, &|found| {
             if let Found::Failure(result) = found {

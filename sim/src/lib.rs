@@ -63,7 +63,9 @@
 //! - [`sender`]: the upstream webhook sender and its retry presets.
 //! - [`signing`]: the endpoints' secrets and deliveries signed as a real sender signs them.
 //! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
-//! - [`faults`]: the fault models, one file each, and their registry.
+//! - [`faults`]: the fault models, one file each, and the built-in list of them.
+//! - [`registry`]: what a run reads besides its seed: fault models, added invariants and the
+//!   replay command, as a value.
 //! - [`invariants`]: the invariants, one file each, and their registry.
 //! - [`coverage`]: the interesting situations each run reached, and a sweep's coverage of them
 //!   and of the fault models.
@@ -118,6 +120,7 @@ pub mod limits;
 pub mod mutants;
 pub mod provider;
 pub mod record;
+pub mod registry;
 pub mod report;
 pub mod rng;
 pub mod rows;

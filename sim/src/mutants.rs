@@ -84,6 +84,8 @@ pub struct MutantsOptions {
     pub backend: Backend,
     /// The workload every seed is drawn within.
     pub shape: WorkloadShape,
+    /// The fault models, added invariants and replay command of the program.
+    pub registry: Arc<crate::registry::Registry>,
 }
 
 /// Runs every planted bug, then sweeps each system under test (`correct`) over the same budget.
@@ -266,5 +268,6 @@ fn sweep_options(
         check_determinism: false,
         every_fault: false,
         shape: options.shape.clone(),
+        registry: Arc::clone(&options.registry),
     }
 }

@@ -26,6 +26,7 @@ use crate::config::SimConfig;
 use crate::db::{Backend, Database};
 use crate::faults::{self, ActiveFault, PointAction, ProcessRole, TimerAction};
 use crate::invariants::{self, Invariant, InvariantKind, Observation, StepRecord};
+use crate::registry::Registry;
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
 use crate::shape::WorkloadShape;
@@ -42,6 +43,9 @@ use crate::world::{
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub backend: Backend,
+    /// The fault models a seed draws, the invariants added to the built-in ones and the command
+    /// that replays a failure: the program's or the test's (see [`crate::registry`]).
+    pub registry: Arc<Registry>,
     /// Keep every trace line in memory (for `--trace` and determinism reports).
     pub keep_trace: bool,
     /// Run this configuration instead of the one drawn from the seed.
@@ -70,6 +74,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             backend: Backend::Memdb,
+            registry: Arc::new(Registry::default()),
             keep_trace: false,
             config: None,
             every_fault: false,
@@ -224,14 +229,15 @@ pub(crate) fn prepare(
     let config = match &options.config {
         Some(config) => config.clone(),
         None => {
-            let mut config = SimConfig::draw_shaped(seed, options.backend, &options.shape);
+            let kinds = options.registry.faults();
+            let mut config = SimConfig::draw_with(seed, options.backend, &options.shape, kinds);
             if options.every_fault {
-                config.enable_faults_allowed_by(&options.shape);
+                config.enable_faults_allowed_by(&options.shape, kinds);
             }
             config
         }
     };
-    config.validate_before_building()?;
+    config.validate_before_building(options.registry.faults())?;
     let (workload, decider, shape) = match &options.schedule {
         Some(schedule) => {
             let workload = Workload::new(schedule.fixtures.clone(), schedule.events.clone());
@@ -248,6 +254,7 @@ pub(crate) fn prepare(
         ),
     };
     let setup = Setup {
+        registry: Arc::clone(&options.registry),
         keep_trace: options.keep_trace,
         scripted: false,
         shape_workload: shape,
@@ -266,6 +273,8 @@ pub(crate) fn prepare(
 
 /// How a simulation is set up, besides its system, seed, configuration and workload.
 pub(crate) struct Setup {
+    /// The fault models and invariants the run reads.
+    pub(crate) registry: Arc<Registry>,
     pub(crate) keep_trace: bool,
     /// A scripted run: the sender stays silent and the test makes every delivery.
     pub(crate) scripted: bool,
@@ -311,6 +320,7 @@ impl Simulation {
         setup: Setup,
     ) -> Result<Simulation, String> {
         let Setup {
+            registry,
             keep_trace,
             scripted,
             shape_workload,
@@ -331,7 +341,7 @@ impl Simulation {
 
         let mut fault_models: Vec<ActiveFault> = Vec::new();
         let context = config.fault_context();
-        for kind in faults::registry() {
+        for kind in registry.faults() {
             if let Some(settings) = config.faults.get(kind.name) {
                 let rng = SimRng::stream(seed, &faults::decision_stream_label(kind.name));
                 // Building checks the settings, as `SimConfig::validate` does, with its error.
@@ -342,7 +352,7 @@ impl Simulation {
                     .build(settings, rng, &context)
                     .map_err(|error| format!("faults.{}.{error}", kind.name))?;
                 if let Some(model) = model {
-                    fault_models.push(ActiveFault::new(&kind, model));
+                    fault_models.push(ActiveFault::new(kind, model));
                 }
             }
         }
@@ -353,7 +363,7 @@ impl Simulation {
         };
 
         let domain = system.domain();
-        let (invariants, left_out) = invariants::judging(&*domain, system.workflows(), &config.invariants)?;
+        let (invariants, left_out) = registry.judging(&*domain, system.workflows(), &config.invariants)?;
         let mut world = World::new(
             seed,
             config,

@@ -113,6 +113,7 @@ impl Scenario {
         checked.validate()?;
         let workload = Workload::new(fixtures, events);
         let run_setup = crate::run::Setup {
+            registry: std::sync::Arc::new(crate::registry::Registry::default()),
             keep_trace: true,
             scripted: true,
             shape_workload: false,

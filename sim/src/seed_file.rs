@@ -276,7 +276,9 @@ impl SeedFile {
     /// promises (its `expect`, which a person may have changed to keep a fixed bug as a
     /// regression); unless this file adds a schedule or a smaller shrunk run, the existing file
     /// is left exactly as it is.
-    pub fn write(&self, directory: &Path) -> Result<PathBuf, String> {
+    ///
+    /// The file's replay command starts with `replay_prefix`, the program that wrote it.
+    pub fn write(&self, directory: &Path, replay_prefix: &str) -> Result<PathBuf, String> {
         fs::create_dir_all(directory)
             .map_err(|error| format!("cannot create seed directory {}: {error}", directory.display()))?;
         let base = format!("{}-{}", self.system, self.seed);
@@ -293,7 +295,7 @@ impl SeedFile {
                 .filter(|existing| existing.trace_digest == self.trace_digest);
         }
         let mut contents = self.clone();
-        contents.replay = replay_command(&path);
+        contents.replay = replay_command(replay_prefix, &path);
         if let Some(existing) = existing {
             let adds_schedule = contents.schedule.is_some() && existing.schedule.is_none();
             let adds_shrunk = match (&contents.shrunk, &existing.shrunk) {
@@ -324,10 +326,10 @@ impl SeedFile {
     }
 }
 
-/// The command that replays the seed file at `path`, with the program that wrote it (see
-/// [`crate::app::command_prefix`]).
-pub fn replay_command(path: &Path) -> String {
-    format!("{} replay {}", crate::app::command_prefix(), path.display())
+/// The command that replays the seed file at `path` with the program run by `prefix` (see
+/// [`crate::registry::Registry::replay_prefix`]).
+pub fn replay_command(prefix: &str, path: &Path) -> String {
+    format!("{prefix} replay {}", path.display())
 }
 
 /// Every `*.json` file directly in `directory`, sorted by name.

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use crate::config::SimConfig;
+use crate::registry::Registry;
 use crate::run::{Failure, RunOptions, RunOutcome, run_seed};
 use crate::schedule::{DEFAULT_LOOKAHEAD, Schedule, StepLine};
 use crate::sweep::StopFlag;
@@ -102,10 +103,19 @@ pub fn shrink(
     schedule: &Schedule,
     runs_max: usize,
 ) -> Result<Shrunk, String> {
-    shrink_until(system, seed, config, schedule, runs_max, &StopFlag::new())
+    shrink_until(
+        system,
+        seed,
+        config,
+        schedule,
+        runs_max,
+        &StopFlag::new(),
+        &Arc::default(),
+    )
 }
 
-/// [`shrink`], ending early with the smallest run found so far once `stop` is raised.
+/// [`shrink`] with the fault models and invariants of `registry`, ending early with the smallest
+/// run found so far once `stop` is raised.
 pub fn shrink_until(
     system: &Arc<dyn System>,
     seed: u64,
@@ -113,14 +123,16 @@ pub fn shrink_until(
     schedule: &Schedule,
     runs_max: usize,
     stop: &StopFlag,
+    registry: &Arc<Registry>,
 ) -> Result<Shrunk, String> {
-    let first = replay(system, seed, config, schedule)?;
+    let first = replay(system, seed, config, schedule, registry)?;
     let Some(failure) = first.failure.clone() else {
         return Err("the schedule no longer fails: nothing to shrink".to_owned());
     };
     let original = candidate(config, first, failure.clone())?;
     let mut shrinker = Shrinker {
         system,
+        registry,
         seed,
         invariant: failure.invariant.clone(),
         best: original.clone(),
@@ -143,15 +155,17 @@ pub fn shrink_until(
     })
 }
 
-/// Replays `schedule` under `config`.
+/// Replays `schedule` under `config`, with the fault models and invariants of `registry`.
 pub fn replay(
     system: &Arc<dyn System>,
     seed: u64,
     config: &SimConfig,
     schedule: &Schedule,
+    registry: &Arc<Registry>,
 ) -> Result<RunOutcome, String> {
     let options = RunOptions {
         backend: config.backend,
+        registry: Arc::clone(registry),
         config: Some(config.clone()),
         schedule: Some(schedule.clone()),
         ..RunOptions::default()
@@ -174,6 +188,7 @@ fn candidate(config: &SimConfig, outcome: RunOutcome, failure: Failure) -> Resul
 
 struct Shrinker<'a> {
     system: &'a Arc<dyn System>,
+    registry: &'a Arc<Registry>,
     seed: u64,
     invariant: String,
     best: Candidate,
@@ -212,12 +227,13 @@ impl Shrinker<'_> {
 
     /// Runs a candidate and keeps it if it fails the same invariant and is smaller.
     fn try_candidate(&mut self, config: SimConfig, schedule: Schedule) -> bool {
-        if self.exhausted() || config.validate().is_err() {
+        if self.exhausted() || config.validate_with(self.registry.faults()).is_err() {
             return false;
         }
         self.runs += 1;
         let options = RunOptions {
             backend: config.backend,
+            registry: Arc::clone(self.registry),
             config: Some(config.clone()),
             schedule: Some(schedule),
             schedule_lookahead: self.lookahead,
@@ -491,10 +507,17 @@ fn names_process_beyond(line: &str, prefix: &str, count: u32) -> bool {
 /// its smallest run when measured, at a few seconds per failure.
 pub const DEFAULT_SHRINK_RUNS: usize = 1000;
 
-/// Runs `seed` under `config` again, writing its schedule down.
-pub fn record(system: &Arc<dyn System>, seed: u64, config: &SimConfig) -> Result<RunOutcome, String> {
+/// Runs `seed` under `config` again, with the fault models and invariants of `registry`, writing
+/// its schedule down.
+pub fn record(
+    system: &Arc<dyn System>,
+    seed: u64,
+    config: &SimConfig,
+    registry: &Arc<Registry>,
+) -> Result<RunOutcome, String> {
     let options = RunOptions {
         backend: config.backend,
+        registry: Arc::clone(registry),
         config: Some(config.clone()),
         record_schedule: true,
         ..RunOptions::default()
@@ -513,6 +536,7 @@ pub fn shrink_all(
     jobs: usize,
     runs_max: usize,
     stop: &StopFlag,
+    registry: &Arc<Registry>,
 ) -> Vec<ShrinkResult> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -530,10 +554,11 @@ pub fn shrink_all(
                         if stop.is_raised() {
                             return;
                         }
-                        let result = record(system, *seed, config).and_then(|recorded| {
+                        let result = record(system, *seed, config, registry).and_then(|recorded| {
                             let schedule =
                                 recorded.schedule.clone().ok_or("a recorded run has a schedule")?;
-                            let shrunk = shrink_until(system, *seed, config, &schedule, runs_max, stop)?;
+                            let shrunk =
+                                shrink_until(system, *seed, config, &schedule, runs_max, stop, registry)?;
                             Ok((recorded, shrunk))
                         });
                         results

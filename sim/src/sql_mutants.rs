@@ -716,6 +716,7 @@ pub fn learn_statements(system: &Arc<dyn System>, seeds: u64, jobs: usize) -> BT
         check_determinism: false,
         every_fault: true,
         shape: WorkloadShape::default(),
+        registry: Arc::default(),
     };
     sweep(&options, &|_, _| {});
     learned.lock().unwrap_or_else(PoisonError::into_inner).clone()
@@ -765,6 +766,8 @@ pub struct SqlMutantsOptions {
     pub learning_seeds: u64,
     /// The mutants known to be equivalent for this system.
     pub equivalent: Vec<Equivalent>,
+    /// The fault models, added invariants and replay command of the program.
+    pub registry: Arc<crate::registry::Registry>,
 }
 
 /// Learns `system`'s statements and schema, then sweeps each mutant until it is caught or the
@@ -815,6 +818,7 @@ fn hunt(system: &Arc<dyn System>, options: &SqlMutantsOptions) -> Option<(String
                 check_determinism: false,
                 every_fault: false,
                 shape: options.shape.clone(),
+                registry: Arc::clone(&options.registry),
             },
             &|_, _| {},
         );

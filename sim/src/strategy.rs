@@ -47,7 +47,7 @@ impl SimCase {
         // A chosen set may hold provider-double-execute with a model it is never on with; it
         // wins, as it does in a drawn seed, and turns provider-slow on only if the set has it.
         faults::after_draw(
-            &faults::registry(),
+            &faults::built_in(),
             &mut config.faults,
             &crate::shape::WorkloadShape::default(),
             &|name| self.faults.contains(name),
@@ -81,7 +81,7 @@ impl SimCase {
 /// Simulations over the whole range of seeds, worlds of one to three of everything, and any
 /// subset of the fault models.
 pub fn sim_case() -> impl Strategy<Value = SimCase> {
-    let names: Vec<String> = faults::registry()
+    let names: Vec<String> = faults::built_in()
         .iter()
         .map(|kind| kind.name.to_owned())
         .collect();

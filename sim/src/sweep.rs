@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::coverage::SweepCoverage;
 use crate::db::Backend;
+use crate::registry::Registry;
 use crate::run::{RunOptions, RunOutcome, run_seed};
 use crate::shape::WorkloadShape;
 use crate::system::System;
@@ -39,6 +40,8 @@ pub struct SweepOptions {
     pub every_fault: bool,
     /// What each seed's configuration may be; the default shape narrows nothing.
     pub shape: WorkloadShape,
+    /// The fault models, added invariants and replay command of the program or test.
+    pub registry: Arc<Registry>,
 }
 
 /// One of `count` disjoint slices of a sweep's seed range, numbered from 1.
@@ -500,7 +503,10 @@ pub fn sweep_with_limits(
         steps: AtomicU64::new(0),
         budget_spent: AtomicBool::new(false),
         failures_reached: AtomicBool::new(false),
-        collected: Mutex::new(Collected::default()),
+        collected: Mutex::new(Collected {
+            coverage: SweepCoverage::new(options.registry.faults()),
+            ..Collected::default()
+        }),
     };
     let jobs = options.jobs.max(1).min(planned.max(1) as usize);
     std::thread::scope(|scope| {
@@ -567,6 +573,7 @@ fn run_one(options: &SweepOptions, seed: u64, started: Instant) -> Result<SeedRe
         config: None,
         every_fault: options.every_fault,
         shape: options.shape.clone(),
+        registry: Arc::clone(&options.registry),
         keep_fault_log: false,
         ..RunOptions::default()
     };
@@ -616,6 +623,7 @@ fn locate_divergence(options: &SweepOptions, seed: u64) -> Result<Divergence, St
         config: None,
         every_fault: options.every_fault,
         shape: options.shape.clone(),
+        registry: Arc::clone(&options.registry),
         ..RunOptions::default()
     };
     let lines = |steps: Option<Vec<crate::trace::TraceStep>>| -> Vec<String> {
@@ -787,6 +795,7 @@ mod tests {
             check_determinism: false,
             every_fault: false,
             shape: WorkloadShape::default(),
+            registry: Default::default(),
         };
         let limits = SweepLimits::default();
         let stop = limits.stop.clone();
@@ -820,6 +829,7 @@ mod tests {
             check_determinism: false,
             every_fault: false,
             shape: WorkloadShape::default(),
+            registry: Default::default(),
         };
         let failing = |report: &SweepReport| -> Vec<u64> {
             report.failures.iter().map(|result| result.outcome.seed).collect()
@@ -877,6 +887,7 @@ mod tests {
             check_determinism: false,
             every_fault: false,
             shape: WorkloadShape::default(),
+            registry: Default::default(),
         };
         let found = Mutex::new(Vec::new());
         let report = sweep_with_limits(&options, &SweepLimits::default(), &|_| {}, &|found_now| {

@@ -334,7 +334,7 @@ fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() 
         "{text}"
     );
     assert!(lines[lines.len() - 1].starts_with("sweep: 3 seeds, "), "{text}");
-    for kind in commitgap_sim::faults::registry() {
+    for kind in commitgap_sim::faults::built_in() {
         assert!(
             lines[fired].contains(&format!(" {} ", kind.name)),
             "every fault model is listed, fired or not: {}",
@@ -353,7 +353,7 @@ fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() 
     let coverage = &json["coverage"];
     assert_eq!(coverage["seeds"], 3);
     let fired = coverage["faults_fired"].as_object().unwrap();
-    assert_eq!(fired.len(), commitgap_sim::faults::registry().len());
+    assert_eq!(fired.len(), commitgap_sim::faults::built_in().len());
     assert!(fired["crash"]["count"].is_u64() && fired["crash"]["seeds"].is_u64());
     let situations = coverage["situations"].as_object().unwrap();
     assert_eq!(situations.len(), commitgap_sim::coverage::Situation::ALL.len());

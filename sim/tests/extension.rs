@@ -1,16 +1,19 @@
 //! Fault models and invariants from outside the crate plug in through the traits the built-in
 //! ones use: an added model draws from streams of its own, so it changes no other model's
 //! settings; an added invariant is checked on every step and its failure is reported like any
-//! other. This file is its own test binary because adding to the registries lasts for the process.
+//! other. A registry is a value each run is given, so two programs with models of one name can run in
+//! one process.
 
 use std::sync::Arc;
 
 use commitgap_sim::config::SimConfig;
 use commitgap_sim::db::Backend;
 use commitgap_sim::faults::{self, Fault, FaultContext, FaultKind, FaultModel, TimerAction};
-use commitgap_sim::invariants::{self, Invariant, InvariantKind, Observation};
+use commitgap_sim::invariants::{Invariant, InvariantKind, Observation};
+use commitgap_sim::registry::Registry;
 use commitgap_sim::rng::{Ratio, SimRng};
 use commitgap_sim::run::{RunOptions, run_seed};
+use commitgap_sim::shape::WorkloadShape;
 use commitgap_sim::system::System;
 use commitgap_sim::systems;
 
@@ -104,21 +107,29 @@ fn added_models_and_invariants_join_every_run_and_change_no_other_draw() {
     let reference: Arc<dyn System> = systems::by_name("reference").unwrap();
     let digest_before = run_seed(&reference, 3, &RunOptions::default()).unwrap().digest;
 
-    faults::register(GREEDY).unwrap();
+    let mut registry = Registry::new();
+    registry.add_fault(GREEDY).unwrap();
     assert_eq!(
-        faults::register(GREEDY),
+        registry.add_fault(GREEDY),
         Ok(()),
         "adding the same model again is harmless"
     );
+    assert_eq!(registry.faults().len(), faults::built_in().len() + 1);
     assert!(
-        faults::register(FaultKind::of::<Impostor<false>>())
+        registry
+            .add_fault(FaultKind::of::<Impostor<false>>())
             .unwrap_err()
             .contains("already registered")
     );
-    assert!(faults::register(FaultKind::of::<Impostor<true>>()).is_err());
+    assert!(registry.add_fault(FaultKind::of::<Impostor<true>>()).is_err());
 
     for (seed, old) in before.iter().enumerate() {
-        let new = SimConfig::draw(seed as u64, Backend::Memdb);
+        let new = SimConfig::draw_with(
+            seed as u64,
+            Backend::Memdb,
+            &WorkloadShape::default(),
+            registry.faults(),
+        );
         assert!(
             new.faults.contains_key("greedy"),
             "seed {seed} draws the added model"
@@ -129,21 +140,55 @@ fn added_models_and_invariants_join_every_run_and_change_no_other_draw() {
             &without, old,
             "seed {seed}: the added model changed another's draws"
         );
+        assert_eq!(
+            SimConfig::draw(seed as u64, Backend::Memdb),
+            *old,
+            "seed {seed}: a registry elsewhere in the process changes nothing here"
+        );
     }
+    let with_greedy = RunOptions {
+        registry: Arc::new(registry.clone()),
+        ..RunOptions::default()
+    };
     assert_eq!(
-        run_seed(&reference, 3, &RunOptions::default()).unwrap().digest,
+        run_seed(&reference, 3, &with_greedy).unwrap().digest,
         digest_before,
         "a model that does nothing leaves the run as it was"
     );
 
-    assert!(invariants::register(Arc::new(NothingIsEverPaid)).is_ok());
+    registry.add_invariant(Arc::new(NothingIsEverPaid)).unwrap();
+    let judged = RunOptions {
+        registry: Arc::new(registry),
+        ..RunOptions::default()
+    };
     let failure = (0..10)
-        .find_map(|seed| {
-            run_seed(&reference, seed, &RunOptions::default())
-                .unwrap()
-                .failure
-        })
+        .find_map(|seed| run_seed(&reference, seed, &judged).unwrap().failure)
         .expect("some seed pays an order");
     assert_eq!(failure.invariant, "nothing-is-ever-paid");
     assert!(failure.message.ends_with("is paid"), "{}", failure.message);
+    assert!(
+        (0..10).all(|seed| run_seed(&reference, seed, &RunOptions::default())
+            .unwrap()
+            .failure
+            .is_none()),
+        "runs without the registry are not judged by its invariant"
+    );
+}
+
+/// Two programs in one process, each with its own model of one name: each run reads its own.
+#[test]
+fn two_registries_with_models_of_one_name_live_side_by_side() {
+    let mut greedy = Registry::new();
+    greedy.add_fault(GREEDY).unwrap();
+    let mut impostor = Registry::new();
+    impostor.add_fault(FaultKind::of::<Impostor<false>>()).unwrap();
+    let reference: Arc<dyn System> = systems::by_name("reference").unwrap();
+    let on = |registry: Registry| RunOptions {
+        registry: Arc::new(registry),
+        every_fault: true,
+        ..RunOptions::default()
+    };
+    assert!(run_seed(&reference, 1, &on(greedy)).is_ok());
+    let error = run_seed(&reference, 1, &on(impostor)).unwrap_err();
+    assert!(error.contains("never built"), "{error}");
 }

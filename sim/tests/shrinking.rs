@@ -144,7 +144,7 @@ fn every_planted_bug_shrinks_to_a_smaller_run_failing_the_same_invariant() {
             continue;
         };
         let system = system(&file.system);
-        let original = shrink::record(&system, file.seed, &file.config).unwrap();
+        let original = shrink::record(&system, file.seed, &file.config, &Default::default()).unwrap();
         let schedule: Schedule = original.schedule.clone().unwrap();
         let shrunk = shrink::shrink(&system, file.seed, &file.config, &schedule, 150).unwrap();
         let (before, after) = (&shrunk.original, &shrunk.shrunk);
@@ -190,7 +190,7 @@ fn the_corpus_keeps_the_shortest_reproduction_of_each_failure() {
     long.seed = 1_000;
     long.trace_digest = "0".repeat(32);
     long.shrunk.as_mut().unwrap().steps += 40;
-    let mut corpus = Corpus::open(&directory).unwrap();
+    let mut corpus = Corpus::open(&directory, commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX).unwrap();
     let Kept::New(long_path) = corpus.add(&long).unwrap() else {
         panic!("the first file is new")
     };
@@ -205,7 +205,7 @@ fn the_corpus_keeps_the_shortest_reproduction_of_each_failure() {
         "the longer is not written again"
     );
     // A fresh look at the directory finds the same: one file, and it is the short one.
-    let mut reopened = Corpus::open(&directory).unwrap();
+    let mut reopened = Corpus::open(&directory, commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX).unwrap();
     assert_eq!(reopened.add(&long).unwrap(), Kept::Duplicate(path.clone()));
     assert_eq!(seed_file::list(&directory).unwrap(), vec![path]);
     // A file that expects to pass (a fixed bug kept as a regression) is never deduplicated.

@@ -10,8 +10,6 @@ use clap::Args;
 use super::{UsageError, check_invariant_names, names_or_none, say, split_names, system_or_first};
 use crate::app::App;
 use crate::coverage::Situation;
-use crate::faults;
-use crate::invariants;
 use crate::shape::WorkloadShape;
 
 #[derive(Args)]
@@ -48,8 +46,10 @@ pub(super) fn run_list(app: &App, args: &ListArgs) -> Result<i32, UsageError> {
         without: shape.without_invariants.into_iter().collect(),
     };
     let domain = system.domain();
-    let (judging, left_out) =
-        invariants::judging(&*domain, system.workflows(), &choice).map_err(UsageError)?;
+    let (judging, left_out) = app
+        .registry()
+        .judging(&*domain, system.workflows(), &choice)
+        .map_err(UsageError)?;
     say!(
         "contract of {} ({} domain: {})",
         system.name(),
@@ -105,14 +105,14 @@ fn list(app: &App) {
     for domain in &domains {
         say!("domain     {:<42} {}", domain.name(), domain.description());
     }
-    for kind in faults::registry() {
+    for kind in app.registry().faults() {
         say!("fault      {:<42} {}", kind.name, kind.description);
     }
     // Every invariant of every domain the program's systems serve, each once; a domain's own
     // rules name the domain they belong to.
     let mut listed = std::collections::BTreeSet::new();
     for domain in &domains {
-        for invariant in invariants::registry(&**domain) {
+        for invariant in app.registry().invariants(&**domain) {
             if !listed.insert(invariant.name().to_owned()) {
                 continue;
             }

@@ -20,9 +20,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::app::App;
 use crate::db::Backend;
-use crate::faults;
 use crate::files;
-use crate::invariants;
 use crate::sender::SenderPreset;
 use crate::shape::{CountRange, WorkloadShape};
 use crate::sweep::Progress;
@@ -201,13 +199,13 @@ pub fn main() -> i32 {
 
 impl App {
     /// Runs the command line and returns its exit code: 0 every invariant held, 1 one failed,
-    /// 2 bad usage or input. Installs the program first (see [`App::install`]).
+    /// 2 bad usage or input. Checks the program first (see [`App::validate`]).
     pub fn run(self) -> i32 {
-        if let Err(error) = self.install() {
+        if let Err(error) = self.validate() {
             eprintln!("error: {error}");
             return 2;
         }
-        run(&crate::app::current())
+        run(&self)
     }
 
     /// Runs the command line and exits the process with its code.
@@ -233,7 +231,7 @@ fn run(app: &App) -> i32 {
     let result = match cli.command {
         Command::Sweep(args) => run_sweep(app, &args),
         Command::Replay(args) => run_replay(app, &args),
-        Command::Shrink(args) => run_shrink(&args),
+        Command::Shrink(args) => run_shrink(app, &args),
         Command::List(args) => run_list(app, &args),
         Command::New(args) => run_new(&args),
         Command::Mutants(args) => run_mutants(app, &args),
@@ -275,8 +273,7 @@ fn clap_error(error: &clap::Error) -> i32 {
     }
 }
 
-fn find_system(name: &str) -> Result<Arc<dyn System>, UsageError> {
-    let app = crate::app::current();
+fn find_system(app: &App, name: &str) -> Result<Arc<dyn System>, UsageError> {
     app.find(name).ok_or_else(|| {
         let names: Vec<String> = app
             .every_system()
@@ -295,7 +292,7 @@ fn find_system(name: &str) -> Result<Arc<dyn System>, UsageError> {
 /// The system a command names, or the program's first system when it names none.
 fn system_or_first(app: &App, name: Option<&str>) -> Result<Arc<dyn System>, UsageError> {
     match name {
-        Some(name) => find_system(name),
+        Some(name) => find_system(app, name),
         None => Ok(Arc::clone(&app.systems()[0])),
     }
 }
@@ -348,7 +345,9 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
     };
     shape = overlay(shape, from_flags);
     check_invariant_names(app, &shape)?;
-    let known: Vec<String> = faults::registry()
+    let known: Vec<String> = app
+        .registry()
+        .faults()
         .iter()
         .map(|kind| kind.name.to_owned())
         .collect();
@@ -360,7 +359,7 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
 fn check_invariant_names(app: &App, shape: &WorkloadShape) -> Result<(), UsageError> {
     let mut known = std::collections::BTreeSet::new();
     for system in app.systems().iter().chain(app.planted_bugs()) {
-        for invariant in invariants::registry(&*system.domain()) {
+        for invariant in app.registry().invariants(&*system.domain()) {
             known.insert(invariant.name().to_owned());
         }
     }

@@ -75,6 +75,7 @@ pub(super) fn run_mutants(app: &App, args: &MutantsArgs) -> Result<i32, UsageErr
         jobs,
         backend,
         shape: shape.clone(),
+        registry: Arc::new(app.registry().clone()),
     };
     if args.sql {
         let system = system_or_first(app, args.system.as_deref())?;
@@ -147,6 +148,7 @@ fn say_sql_mutants(
         shape: options.shape.clone(),
         learning_seeds: 200,
         equivalent: equivalent.to_vec(),
+        registry: Arc::clone(&options.registry),
     };
     say!("{:>4}  {:<64} {:<28} caught by", "#", "statement", "rewrite");
     let results = crate::sql_mutants::run(system, &sql_options, &|result| {

@@ -83,11 +83,12 @@ pub(super) fn run_replay(app: &App, args: &ReplayArgs) -> Result<i32, UsageError
         }
     }
     let plan = match (&args.file, args.seed) {
-        (Some(path), _) => ReplayPlan::from_file(args, path)?,
+        (Some(path), _) => ReplayPlan::from_file(app, args, path)?,
         (None, Some(seed)) => ReplayPlan {
             seed,
             system: system_or_first(app, args.system.as_deref())?.name().to_owned(),
             options: RunOptions {
+                registry: std::sync::Arc::new(app.registry().clone()),
                 backend: find_backend(args.backend.as_deref().unwrap_or("memdb"))?,
                 keep_trace: args.trace || args.html.is_some(),
                 config: None,
@@ -104,7 +105,7 @@ pub(super) fn run_replay(app: &App, args: &ReplayArgs) -> Result<i32, UsageError
             )));
         }
     };
-    let system = find_system(&plan.system)?;
+    let system = find_system(app, &plan.system)?;
     let outcome = run_seed(&system, plan.seed, &plan.options).map_err(UsageError)?;
     if args.trace
         && let Some(lines) = &outcome.trace
@@ -183,7 +184,7 @@ struct ReplayedFile {
 }
 
 impl ReplayPlan {
-    fn from_file(args: &ReplayArgs, path: &Path) -> Result<ReplayPlan, UsageError> {
+    fn from_file(app: &App, args: &ReplayArgs, path: &Path) -> Result<ReplayPlan, UsageError> {
         let file = SeedFile::read(path).map_err(UsageError)?;
         let system = args.system.clone().unwrap_or_else(|| file.system.clone());
         let from = args.from.unwrap_or(match (&file.shrunk, &file.schedule) {
@@ -198,7 +199,7 @@ impl ReplayPlan {
                     UsageError(format!(
                         "{} holds no schedule (it was written before schedules were recorded, or as found by a sweep); replay it with --from seed, or record one with `{} shrink {}`",
                         path.display(),
-                        crate::app::command_prefix(),
+                        app.prefix(),
                         path.display()
                     ))
                 })?;
@@ -215,7 +216,7 @@ impl ReplayPlan {
                     UsageError(format!(
                         "{} has not been shrunk; shrink it with `{} shrink {}`, or replay it with --from seed",
                         path.display(),
-                        crate::app::command_prefix(),
+                        app.prefix(),
                         path.display()
                     ))
                 })?;
@@ -236,6 +237,7 @@ impl ReplayPlan {
             }
         }
         let options = RunOptions {
+            registry: std::sync::Arc::new(app.registry().clone()),
             backend: config.backend,
             keep_trace: args.trace || args.html.is_some(),
             config: Some(config),

@@ -11,7 +11,10 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::ProgressBar;
 
+use std::sync::Arc;
+
 use super::{UsageError, find_system, say};
+use crate::App;
 use crate::seed_file::{Expectation, SeedFile, ShrunkRun, replay_command};
 use crate::shrink::DEFAULT_SHRINK_RUNS;
 
@@ -24,14 +27,15 @@ pub(super) struct ShrinkArgs {
     runs: u64,
 }
 
-pub(super) fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
+pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError> {
     let path = &args.file;
     let mut file = SeedFile::read(path).map_err(UsageError)?;
-    let system = find_system(&file.system)?;
+    let system = find_system(app, &file.system)?;
     let runs_max = usize::try_from(args.runs).unwrap_or(usize::MAX);
     // The original run, written down, is what the summary measures from; a file written before
     // schedules were recorded gets its schedule now.
-    let recorded = crate::shrink::record(&system, file.seed, &file.config).map_err(UsageError)?;
+    let registry = Arc::new(app.registry().clone());
+    let recorded = crate::shrink::record(&system, file.seed, &file.config, &registry).map_err(UsageError)?;
     if recorded.failure.is_none() && file.expect == Expectation::DoesNotSettle {
         return Err(UsageError(format!(
             "{} holds a run that did not settle within its bounds; shrinking reduces invariant failures only, so replay it with --trace or --html to see what was still pending",
@@ -65,7 +69,15 @@ pub(super) fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
         ));
         progress.enable_steady_tick(Duration::from_millis(200));
     }
-    let shrunk = crate::shrink::shrink(&system, file.seed, &file.config, &original, runs_max);
+    let shrunk = crate::shrink::shrink_until(
+        &system,
+        file.seed,
+        &file.config,
+        &original,
+        runs_max,
+        &crate::sweep::StopFlag::new(),
+        &registry,
+    );
     progress.finish_and_clear();
     let mut shrunk =
         shrunk.map_err(|why| UsageError(format!("{} cannot be shrunk: {why}", path.display())))?;
@@ -74,7 +86,8 @@ pub(super) fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
     if let Some(earlier) = &file.shrunk
         && (earlier.steps, earlier.faults) < (shrunk.shrunk.steps, shrunk.shrunk.faults())
         && earlier.failure.invariant == shrunk.shrunk.failure.invariant
-        && let Ok(replayed) = crate::shrink::replay(&system, file.seed, &earlier.config, &earlier.schedule)
+        && let Ok(replayed) =
+            crate::shrink::replay(&system, file.seed, &earlier.config, &earlier.schedule, &registry)
         && replayed.failure.as_ref().map(|failure| &failure.invariant) == Some(&earlier.failure.invariant)
         && let Some(schedule) = replayed.schedule
     {
@@ -94,7 +107,7 @@ pub(super) fn run_shrink(args: &ShrinkArgs) -> Result<i32, UsageError> {
     say!(
         "shrink: {} now holds the shrunk run beside the original; replay: {}",
         path.display(),
-        replay_command(path)
+        replay_command(app.prefix(), path)
     );
     Ok(0)
 }

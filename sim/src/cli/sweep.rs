@@ -125,6 +125,7 @@ pub(super) fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> 
         check_determinism: args.check_determinism,
         every_fault: args.all_faults,
         shape: shape.clone(),
+        registry: Arc::new(app.registry().clone()),
     };
     let limits = SweepLimits {
         shard: args.shard.unwrap_or(Shard::WHOLE),
@@ -139,6 +140,7 @@ pub(super) fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> 
             shrink: !args.no_shrink,
             shrink_max: args.shrink_max,
         },
+        Arc::clone(&options.registry),
     );
     let announcer = Announcer {
         args,
@@ -159,7 +161,7 @@ pub(super) fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> 
             args.shrink_max
         );
     }
-    shrink_found(&system, &report, &findings, args, jobs, &limits.stop);
+    shrink_found(app, &system, &report, &findings, args, jobs, &limits.stop);
     let summary = summarize(args, &announcer, &report, jobs);
     let code = sweep_exit_code(&summary, &report);
     print_closing_lines(args, &summary, &report, &findings, jobs);
@@ -356,6 +358,7 @@ impl Announcer<'_> {
 /// Shrinks the failures written as found, unless `--no-shrink` or the sweep was interrupted,
 /// and says what became of each one.
 fn shrink_found(
+    app: &App,
     system: &Arc<dyn System>,
     report: &crate::sweep::SweepReport,
     findings: &Findings,
@@ -376,7 +379,7 @@ fn shrink_found(
     if stop.is_raised() {
         say!(
             "not shrunk: the sweep was interrupted; the {to_shrink} seed files hold the runs as found (shrink each later with `{} shrink FILE`)",
-            crate::app::command_prefix()
+            app.prefix()
         );
         return;
     }
@@ -402,14 +405,14 @@ fn shrink_found(
                 say!(
                     "shrunk seed {seed}: {}{replaced}; replay: {}",
                     summary.trim_start_matches("shrink: "),
-                    replay_command(kept.path())
+                    replay_command(app.prefix(), kept.path())
                 );
             }
             AfterShrinking::Duplicate { summary, existing } => say!(
                 "shrunk seed {seed}: {}; not kept: {} holds the same failure in as few steps; replay: {}",
                 summary.trim_start_matches("shrink: "),
                 existing.display(),
-                replay_command(existing)
+                replay_command(app.prefix(), existing)
             ),
             AfterShrinking::NotShrunk(why) => {
                 say!("not shrunk seed {seed}: {why}; its file holds the run as found")
@@ -450,7 +453,7 @@ fn failed_seeds(announcer: &Announcer<'_>, report: &crate::sweep::SweepReport) -
         let seed_file = written.get(&seed).cloned();
         // A failure whose file another one's made redundant still replays exactly by its seed.
         let replay = match &seed_file {
-            Some(path) => replay_command(path),
+            Some(path) => replay_command(announcer.prefix, path),
             None => announcer.replay_by_seed(seed),
         };
         let seed_file = seed_file.map(|path| path.display().to_string());

@@ -322,6 +322,7 @@ impl ProviderFaults {
 /// A fault model that is on in a run, with its name (the model's own code never needs it).
 pub struct ActiveFault {
     name: &'static str,
+    removes_receipts: bool,
     model: Box<dyn FaultModel>,
 }
 
@@ -338,6 +339,7 @@ impl ActiveFault {
     pub fn new(kind: &FaultKind, model: Box<dyn FaultModel>) -> ActiveFault {
         ActiveFault {
             name: kind.name,
+            removes_receipts: kind.removes_receipts,
             model,
         }
     }
@@ -345,6 +347,11 @@ impl ActiveFault {
     /// The model's name, as its kind registered it.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// See [`FaultKind::removes_receipts`].
+    pub fn removes_receipts(&self) -> bool {
+        self.removes_receipts
     }
 }
 
@@ -805,37 +812,13 @@ pub fn check_with_others(
     Ok(())
 }
 
-/// Every fault model, in a fixed order. Adding one is one file and one line here.
-///
-/// The order is also precedence: at a scheduling point every model is asked, in this order, and
-/// the first one that acts wins (a crash before a pause, a pause before a failed statement).
-/// Each model draws from its own streams, so where a new line goes changes no other model's
-/// draws, only which action wins when two act at one point.
-pub fn registry() -> Vec<FaultKind> {
-    let mut kinds = built_in();
-    kinds.extend(added().iter().copied());
-    kinds
-}
-
-/// Fault models added from outside this crate (a team's own, through `App::fault` or
-/// `harness::Check::fault`), after the built-in ones and in the order they were added.
-static ADDED: std::sync::RwLock<Vec<FaultKind>> = std::sync::RwLock::new(Vec::new());
-
-fn added() -> std::sync::RwLockReadGuard<'static, Vec<FaultKind>> {
-    // A panic while the list was held cannot leave it half-changed (a push is one step), so a
-    // poisoned lock still holds a whole list.
-    ADDED.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Adds a fault model to [`registry`] for the rest of the process, after every built-in model and
-/// every model added before it, so it takes precedence over none of them. It draws from its own
-/// streams, named after it, so adding it changes no other model's settings or decisions. Adding a
-/// model of a name already registered is refused, unless it is the same model added again (a test
-/// harness may be set up by several tests of one process).
-pub fn register(kind: FaultKind) -> Result<(), String> {
-    if let Some(existing) = registry().into_iter().find(|existing| existing.name == kind.name) {
-        return if existing.same_model(&kind) {
-            Ok(())
+/// Checks that `kind` may join `kinds`, after every model in it: its name is a `--faults` value
+/// and no other model's. `Ok(false)` when the same model is already there (a test harness may be
+/// set up by several tests of one process), which adds nothing.
+pub fn check_addition(kinds: &[FaultKind], kind: &FaultKind) -> Result<bool, String> {
+    if let Some(existing) = kinds.iter().find(|existing| existing.name == kind.name) {
+        return if existing.same_model(kind) {
+            Ok(false)
         } else {
             Err(format!(
                 "a fault model named {:?} is already registered; give the new one another name",
@@ -849,15 +832,17 @@ pub fn register(kind: FaultKind) -> Result<(), String> {
             kind.name
         ));
     }
-    ADDED
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(kind);
-    Ok(())
+    Ok(true)
 }
 
-/// The fault models this crate ships, in precedence order.
-fn built_in() -> Vec<FaultKind> {
+/// The fault models this crate ships, in a fixed order. Adding one is one file and one line here.
+///
+/// The order is also precedence: at a scheduling point every model is asked, in this order, and
+/// the first one that acts wins (a crash before a pause, a pause before a failed statement).
+/// Each model draws from its own streams, so where a new line goes changes no other model's
+/// draws, only which action wins when two act at one point. A team's models come after these,
+/// in the order its [`crate::registry::Registry`] added them.
+pub fn built_in() -> Vec<FaultKind> {
     vec![
         crash::KIND,
         lost_ack::KIND,
@@ -886,11 +871,6 @@ fn built_in() -> Vec<FaultKind> {
         provider_double_execute::KIND,
         provider_refusal::KIND,
     ]
-}
-
-/// Finds a registered fault model by name.
-pub fn kind(name: &str) -> Option<FaultKind> {
-    registry().into_iter().find(|kind| kind.name == name)
 }
 
 /// The seed stream a fault model's settings are drawn from.

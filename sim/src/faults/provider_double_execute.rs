@@ -197,7 +197,7 @@ mod tests {
                 );
             }
             let mut every = config.clone();
-            every.enable_faults_allowed_by(&WorkloadShape::default());
+            every.enable_faults_allowed_by(&WorkloadShape::default(), &super::super::built_in());
             every.validate().unwrap();
             assert!(
                 !is_on(&every.faults, KIND.name),

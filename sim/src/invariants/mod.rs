@@ -66,10 +66,11 @@ pub type Judging = (Vec<Box<dyn Invariant>>, Vec<(String, String)>);
 /// `Err` names a chosen invariant that does not exist.
 pub fn judging(
     domain: &dyn Domain,
+    added: &[Arc<dyn Invariant>],
     workflows: crate::system::Workflows,
     choice: &InvariantChoice,
 ) -> Result<Judging, String> {
-    let all = registry(domain);
+    let all = registry(domain, added);
     for name in choice.only.iter().flatten().chain(&choice.without) {
         if !all.iter().any(|invariant| invariant.name() == name) {
             return Err(format!(
@@ -161,22 +162,17 @@ pub trait Invariant: Send + Sync {
 }
 
 /// Every invariant of a system in `domain`: the built-in ones (the domain's own among them),
-/// then those added with [`register`].
-pub fn registry(domain: &dyn Domain) -> Vec<Box<dyn Invariant>> {
+/// then `added` (a team's own, through `App::invariant` or `harness::Check::invariant`), which
+/// are listed as [`Layer::Own`].
+pub fn registry(domain: &dyn Domain, added: &[Arc<dyn Invariant>]) -> Vec<Box<dyn Invariant>> {
     let mut invariants = built_in(domain);
     invariants.extend(
-        ADDED
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        added
             .iter()
             .map(|invariant| Box::new(Added(Arc::clone(invariant))) as Box<dyn Invariant>),
     );
     invariants
 }
-
-/// Invariants added from outside this crate (a team's own, through `App::invariant` or
-/// `harness::Check::invariant`), checked after the built-in ones in the order they were added.
-static ADDED: std::sync::RwLock<Vec<Arc<dyn Invariant>>> = std::sync::RwLock::new(Vec::new());
 
 /// An added invariant, shared by every run that checks it.
 struct Added(Arc<dyn Invariant>);
@@ -202,11 +198,10 @@ impl Invariant for Added {
     }
 }
 
-/// Adds an invariant to [`registry`] for the rest of the process; every run checks it after the
-/// built-in ones, so a failure a built-in invariant names keeps its name. Adding a second
-/// invariant of a name already registered is refused (adding one of the same name again is a
-/// no-op, as when several tests of one process set up the same harness).
-pub fn register(invariant: Arc<dyn Invariant>) -> Result<(), String> {
+/// Checks that `invariant` may join `added`: its name is no built-in invariant's and no other
+/// added invariant's. `Ok(false)` when one of its name is already added (as when several tests
+/// of one process set up the same harness), which adds nothing.
+pub fn check_addition(added: &[Arc<dyn Invariant>], invariant: &dyn Invariant) -> Result<bool, String> {
     let name = invariant.name();
     if built_in(&crate::domain::payments::Payments)
         .iter()
@@ -216,11 +211,7 @@ pub fn register(invariant: Arc<dyn Invariant>) -> Result<(), String> {
             "{name:?} is a built-in invariant's name; give the new one another name"
         ));
     }
-    let mut added = ADDED.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !added.iter().any(|existing| existing.name() == name) {
-        added.push(invariant);
-    }
-    Ok(())
+    Ok(!added.iter().any(|existing| existing.name() == name))
 }
 
 /// The invariants this crate ships, safety first, with `domain`'s own between the safety and the
@@ -355,7 +346,7 @@ mod tests {
     }
 
     fn judging_of(workflows: Workflows, choice: &InvariantChoice) -> Judging {
-        judging(&Payments, workflows, choice).unwrap()
+        judging(&Payments, &[], workflows, choice).unwrap()
     }
 
     #[test]
@@ -370,7 +361,9 @@ mod tests {
             only: None,
             without: ["no-such-rule".to_owned()].into(),
         };
-        let error = judging(&Payments, Workflows::default(), &unknown).err().unwrap();
+        let error = judging(&Payments, &[], Workflows::default(), &unknown)
+            .err()
+            .unwrap();
         assert!(error.contains("no-such-rule"), "{error}");
     }
 
@@ -418,9 +411,9 @@ mod tests {
                 Ok(payload.to_owned())
             }
         }
-        let elsewhere = names(&registry(&Elsewhere));
+        let elsewhere = names(&registry(&Elsewhere, &[]));
         assert!(!elsewhere.contains(&"refund-first-never-ships"));
         assert!(elsewhere.contains(&"owed-operation-settles"));
-        assert!(names(&registry(&Payments)).contains(&"refund-first-never-ships"));
+        assert!(names(&registry(&Payments, &[])).contains(&"refund-first-never-ships"));
     }
 }

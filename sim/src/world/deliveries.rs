@@ -279,10 +279,10 @@ impl World {
     /// Whether the receipt of `stream`'s event is committed and no purge can remove it: the
     /// condition under which a request reusing its id with another body must be refused.
     fn receipt_stays(&self, stream: usize) -> bool {
-        let purges = self.config.faults.iter().any(|(name, settings)| {
-            !crate::faults::turned_off(settings)
-                && crate::faults::kind(name).is_some_and(|kind| kind.removes_receipts)
-        });
+        let purges = self
+            .faults
+            .iter()
+            .any(crate::faults::ActiveFault::removes_receipts);
         let event = &self.workload.events[self.sender.stream(stream).event];
         !purges
             && self
