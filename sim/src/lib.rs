@@ -153,3 +153,27 @@ pub use commitgap;
 /// The SQLite binding [`system::System::set_up`] receives a connection of, re-exported so a
 /// team's crate uses the very version and features the simulator was built with.
 pub use rusqlite;
+
+/// The Rust examples of the README and of `docs/`, compiled and run as doc tests, so that every
+/// example a reader copies builds against this version (`sim/tests/docs.rs` checks the rest of
+/// those files).
+#[cfg(doctest)]
+mod docs_doctests {
+    #[doc = include_str!("../../README.md")]
+    struct Readme;
+
+    #[doc = include_str!("../../docs/guide.md")]
+    struct Guide;
+
+    #[doc = include_str!("../../docs/extending.md")]
+    struct Extending;
+
+    #[doc = include_str!("../../docs/reference.md")]
+    struct Reference;
+
+    #[doc = include_str!("../../docs/power.md")]
+    struct Power;
+
+    #[doc = include_str!("../../docs/internals.md")]
+    struct Internals;
+}
