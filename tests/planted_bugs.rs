@@ -58,7 +58,7 @@ fn caught_within_budget_and_replayable(system: &str, budget: u64, invariant: &st
 
 /// `(planted bug, seed budget, the invariant that catches it first from seed 0)`. Budgets are
 /// about four times the mean seeds-to-first-failure measured with `mutants --starts 10`, and never
-/// below the worst of those ten starts; README, "The simulator's power", has the table. The last
+/// below the worst of those ten starts; docs/power.md, "Planted bugs", has the table. The last
 /// measurement (K = 10): unfenced-completion 8.1 (worst 28), blind-retry-after-expiry 7.4 (20),
 /// retry-while-in-flight 6.7 (16), check-then-insert 6.3 (22), claim-ignores-live-lease 3.8 (12);
 /// every other bug 2.6 (5) or less. With K = 20 the first four were 9.1 to 10.6 (worst up to 75).

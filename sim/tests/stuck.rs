@@ -2,7 +2,7 @@
 //! `work-progresses-after-heal` with what is stuck, at the step the world can tell, instead of
 //! running to the liveness bound and ending "did not settle"; and its failure shrinks like any
 //! other. A correct system never trips it (the sweeps of every preset in the test suite, and the
-//! false-alarm sweeps whose figures the README gives).
+//! false-alarm sweeps whose figures docs/guide.md gives).
 
 use std::sync::Arc;
 

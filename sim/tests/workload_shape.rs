@@ -254,7 +254,7 @@ fn sql_mutants_rewrite_each_statement_and_count_what_was_caught() {
         .collect();
     let (caught, counted) = (numbers[0], numbers[1]);
     assert!(caught >= 30 && caught <= counted, "{tally}");
-    // Some of the reference's mutants survive (see README, "SQL mutants"), so the command says
+    // Some of the reference's mutants survive (see docs/power.md, "SQL mutants"), so the command says
     // which and fails, as it must until each is caught or shown equivalent.
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("sql mutants: survived: #"), "{stdout}");
