@@ -237,7 +237,7 @@ fn the_sender_preset_table_matches_the_presets() {
 
 #[test]
 fn the_fault_model_table_matches_the_registry() {
-    let expected: Vec<Expected> = faults::registry()
+    let expected: Vec<Expected> = faults::built_in()
         .into_iter()
         .map(|kind| Expected {
             name: kind.name.to_owned(),
@@ -249,7 +249,7 @@ fn the_fault_model_table_matches_the_registry() {
 
 #[test]
 fn the_invariant_table_matches_the_registry() {
-    let expected: Vec<Expected> = invariants::registry(&*domain::payments())
+    let expected: Vec<Expected> = invariants::registry(&*domain::payments(), &[])
         .into_iter()
         .map(|invariant| Expected {
             name: invariant.name().to_owned(),
