@@ -1,5 +1,5 @@
 //! Fault models: the real failures the simulator injects, one file each, listed once in
-//! [`registry`].
+//! [`built_in`].
 //!
 //! A fault model draws its settings from its own configuration stream (so a seed's settings can
 //! be read and edited in its seed file), decides from its own decision stream, and intervenes only
@@ -397,7 +397,7 @@ pub trait FaultModel {
 
     /// Called before a process runs its next step: the model may crash the process, pause the
     /// task, fail the statement it is about to run, or move its clock. When several models act at
-    /// one point, the first in [`registry`] order wins; every model is still asked, so that one
+    /// one point, the first in [`built_in`] order (then a registry's own models) wins; every model is still asked, so that one
     /// model's decision never changes how many draws another one makes.
     fn at_scheduling_point(&mut self, _point: &SchedulingPoint<'_>) -> Option<PointAction> {
         None
