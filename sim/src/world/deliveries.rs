@@ -1,6 +1,8 @@
 //! The sender's side of the world: events emitted, attempts made and timed out, deliveries
 //! routed to a receiver (or lost, or refused), answers sent back and received, and the hostile
-//! requests an attacker builds from deliveries it saw.
+//! requests an attacker builds from deliveries it saw. Also the network's decisions on the way
+//! (latency, an answer lost, extra copies), and a handler's start and answer as the sender's
+//! records and the probes see them.
 //!
 //! These change the sender's records, the scheduler's queues and the trace together, so that
 //! no caller can update one and forget another. They start no task: the executor (`run`) spawns
@@ -8,9 +10,11 @@
 
 use commitgap::receiver::{Answer, WebhookDelivery};
 
-use super::{DeliveryKind, DeliveryRef, Origin, Route, World, WorldEvent};
-use crate::decision::{Decision, DecisionKind};
-use crate::faults::Attack;
+use super::{DeliveryKind, DeliveryRef, Origin, Route, TaskId, TaskKind, World, WorldEvent};
+use crate::coverage::Situation;
+use crate::decision::{Decision, DecisionKind, Destination};
+use crate::faults::{Attack, ProcessRole};
+use crate::record::AnswerRecord;
 use crate::sender::EventState;
 use crate::trace::{Arrival, DeliveryHow, Happening};
 
@@ -362,5 +366,162 @@ impl World {
                 attack: attack.name().to_owned(),
             },
         })
+    }
+
+    /// A 2xx answer to `delivery` will never settle its stream: it was lost, never written, or
+    /// reached the sender after the attempt had timed out. If the sender was waiting for it and
+    /// the event's receipt had committed, the stream's next delivery is a retry of committed
+    /// work, which the probes count when it starts.
+    pub fn success_not_settled(&mut self, delivery: DeliveryRef) {
+        let stream = self.sender.stream(delivery.stream);
+        let awaited = match delivery.kind {
+            DeliveryKind::Scheduled => true,
+            // Outside the schedule, only a manual redelivery of a stream that gave up is awaited.
+            DeliveryKind::Extra => stream.state == EventState::GaveUp,
+            DeliveryKind::Copy => false,
+        };
+        if !awaited || stream.state == EventState::Acknowledged {
+            return;
+        }
+        let event = &self.workload.events[stream.event];
+        let committed = self
+            .history
+            .ever_received
+            .contains(&(event.account.clone(), event.event_id.clone()));
+        if committed {
+            self.probes.success_not_settled(delivery.stream);
+        }
+    }
+
+    /// A handler is about to start for `(account, event_id)`: counts a duplicate that overlaps
+    /// a handler still running for the same event, and the retries and redeliveries it
+    /// completes. The scan covers the live tasks, a few dozen at most, once per delivery.
+    pub fn handler_starting(&mut self, delivery: Option<DeliveryRef>, account: &str, event_id: &str) {
+        let overlapping = self.tasks.values().any(|state| {
+            matches!(&state.kind, TaskKind::Handler { account: other_account, event_id: other_event, .. }
+                if other_account == account && other_event == event_id)
+        });
+        if overlapping {
+            self.probes.reach(Situation::ConcurrentDuplicateDelivery);
+        }
+        self.probes
+            .delivery_started(delivery.map(|delivery| delivery.stream), account, event_id);
+    }
+
+    /// A handler finished: record its answer and put it on the wire.
+    pub fn handler_finished(&mut self, task: TaskId, answer: Answer) {
+        let state = &self.tasks[&task];
+        let TaskKind::Handler {
+            delivery,
+            account,
+            event_id,
+            origin,
+        } = &state.kind
+        else {
+            unreachable!("only handler tasks answer deliveries");
+        };
+        let (delivery, process) = (*delivery, state.process);
+        // Verification runs before the handler's first awaited call, so a delivery refused at the
+        // door is answered in the very step that read this clock.
+        let receiver_now_s = self.process_now_ms(process).div_euclid(1_000);
+        self.step_record.answers.push(AnswerRecord {
+            process_id: state.process_id.to_string(),
+            account: account.clone(),
+            event_id: event_id.clone(),
+            answer: answer.clone(),
+            origin: origin.clone(),
+            receiver_now_s,
+        });
+        self.record(Happening::Answer(answer.clone()));
+        if let Some(scripted) = &mut self.scripted {
+            scripted.answers.insert(task, answer.clone());
+        }
+        let incarnation = self.processes[process].incarnation;
+        self.schedule_event(
+            self.now_ms,
+            WorldEvent::SendAnswer {
+                process,
+                incarnation,
+                delivery,
+                answer,
+            },
+        );
+    }
+
+    /// Where one delivery goes: lost on the way, refused (no receiver up), or to a receiver
+    /// among those up (the first one up by default). One choice per delivery, always written
+    /// down, so that a step sending a delivery and its copies keeps each one's fate apart.
+    pub fn route_delivery(&mut self) -> Route {
+        let up: Vec<usize> = (0..self.processes.len())
+            .filter(|&index| self.processes[index].role == ProcessRole::Receiver && self.processes[index].up)
+            .collect();
+        if up.is_empty() {
+            return Route::Refused;
+        }
+        let now_ms = self.now_ms;
+        let decision = self.choose(DecisionKind::Deliver, |world| {
+            let mut lost = false;
+            for fault in world.faults.iter_mut() {
+                lost |= fault.drops_request(now_ms);
+            }
+            let receiver = world.processes[*world.network_rng.pick(&up)].name.clone();
+            Some(Decision::Deliver(if lost {
+                Destination::Lost
+            } else {
+                Destination::Receiver(receiver)
+            }))
+        });
+        match decision {
+            Some(Decision::Deliver(Destination::Lost)) => Route::Lost,
+            // A receiver the schedule names that is not up takes the default, the first one up.
+            Some(Decision::Deliver(Destination::Receiver(name))) => Route::To(
+                up.iter()
+                    .copied()
+                    .find(|&index| self.processes[index].name == name)
+                    .unwrap_or(up[0]),
+            ),
+            _ => Route::To(up[0]),
+        }
+    }
+
+    /// Travel time of one webhook answer.
+    pub fn network_latency_ms(&mut self) -> i64 {
+        match self.choose(DecisionKind::Latency, |world| {
+            let ms = world.network_rng.between(1, world.config.network_latency_ms_max);
+            Some(Decision::Latency { ms })
+        }) {
+            Some(Decision::Latency { ms }) => ms,
+            _ => 1,
+        }
+    }
+
+    /// Whether any fault drops this webhook answer. Every model is asked, so that one model's
+    /// decision never changes how many draws another one makes.
+    pub fn webhook_answer_dropped(&mut self) -> bool {
+        let now_ms = self.now_ms;
+        self.choose(DecisionKind::LoseAnswer, |world| {
+            let mut dropped = false;
+            for fault in world.faults.iter_mut() {
+                dropped |= fault.drops_webhook_answer(now_ms);
+            }
+            dropped.then_some(Decision::LoseAnswer)
+        })
+        .is_some()
+    }
+
+    /// How many extra copies of a delivery the fault models send.
+    pub fn extra_deliveries(&mut self) -> u32 {
+        let now_ms = self.now_ms;
+        match self.choose(DecisionKind::Copies, |world| {
+            let copies: u32 = world
+                .faults
+                .iter_mut()
+                .map(|fault| fault.extra_deliveries(now_ms))
+                .sum();
+            (copies > 0).then_some(Decision::Copies(copies))
+        }) {
+            Some(Decision::Copies(copies)) => copies,
+            _ => 0,
+        }
     }
 }

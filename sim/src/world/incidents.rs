@@ -1,20 +1,53 @@
-//! What fault models do to the world: a task paused, a statement made to fail, a process's clock
-//! set wrong, a process crashed, the sender's clock moved, a purge begun, and at the end of the
-//! fault phase, the heal that stops every fault and sets everything right.
+//! What fault models do to the world: which fault, if any, acts at a scheduling point, then a task
+//! paused, a statement made to fail, a process's clock set wrong, a process crashed, the sender's
+//! clock moved, a purge begun, and at the end of the fault phase, the heal that stops every fault
+//! and sets everything right.
 //!
-//! Each records the fault (for the seed file and the counts) and what happened (for the trace)
-//! together with the change itself. None of them starts or drops a task's future: the executor
-//! (`run`) does that with what they return.
+//! Choosing the fault changes nothing but the decision record. Each change records the fault (for
+//! the seed file and the counts) and what happened (for the trace) together with the change
+//! itself. None of them starts or drops a task's future: the executor (`run`) does that with what
+//! they return.
 
 use super::{Item, TaskId, World, WorldEvent};
 use crate::coverage::Situation;
-use crate::faults::{ProcessRole, StatementFailure, TimerAction};
+use crate::decision::{Decision, DecisionKind};
+use crate::faults::{PendingOp, PointAction, ProcessRole, SchedulingPoint, StatementFailure, TimerAction};
 use crate::trace::{Actor, Happening};
 
 /// How long after heal the operator steps in.
 const OPERATOR_DELAY_MS: i64 = 60_000;
 
 impl World {
+    /// The fault (if any) that acts on `process`, about to do `op`, at this scheduling point:
+    /// `(fault model name, action)`. Every model is asked, in registry order, and the first that
+    /// acts wins.
+    pub fn fault_at_scheduling_point(
+        &mut self,
+        process: usize,
+        op: &PendingOp,
+    ) -> Option<(String, PointAction)> {
+        let point = SchedulingPoint {
+            now_ms: self.now_ms,
+            role: self.processes[process].role,
+            op,
+        };
+        let decision = self.choose(DecisionKind::Fault, |world| {
+            let mut decision = None;
+            for fault in world.faults.iter_mut() {
+                let action = fault.at_scheduling_point(&point);
+                decision = decision.or(action.map(|action| Decision::Fault {
+                    model: fault.name().to_owned(),
+                    action,
+                }));
+            }
+            decision
+        });
+        match decision {
+            Some(Decision::Fault { model, action }) => Some((model, action)),
+            _ => None,
+        }
+    }
+
     /// Holds `task` of `process` for `duration_ms` (within what its stall allowance leaves).
     /// Returns whether it was held.
     pub fn pause(&mut self, process: usize, task: TaskId, duration_ms: i64, fault: &str) -> bool {
