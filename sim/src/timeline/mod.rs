@@ -1310,11 +1310,11 @@ fn short_time(time_ms: i64) -> String {
 
 /// The page's stylesheet. The file keeps a group of rules a line, for editing; the page carries
 /// it on one line (see [`write_style`]).
-const STYLE: &str = include_str!("timeline/style.css");
+const STYLE: &str = include_str!("style.css");
 
 /// Scrolls the chart to the failing step when the page opens. Without scripting the page is
 /// complete; the link in the verdict does the same.
-const SCRIPT: &str = include_str!("timeline/page.js");
+const SCRIPT: &str = include_str!("page.js");
 
 /// Escapes text for HTML and SVG, in element content and in quoted attributes alike: html-escape's
 /// quoted-attribute encoder escapes `&`, `<`, `>` and both quotes, which is right in either place,
