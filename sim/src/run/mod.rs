@@ -11,6 +11,9 @@
 //! the dashboard after an incident); the run continues
 //! until the world is quiet (or a bound), and the liveness invariants give the verdict. Every loop
 //! here is bounded by the configuration's step and time limits.
+//!
+//! The liveness phase (its bounds, what ends it, and the verdicts only it gives) is in
+//! `liveness`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -33,11 +36,15 @@ use crate::shape::WorkloadShape;
 use crate::sim_env::SimEnv;
 use crate::system::System;
 use crate::trace::Happening;
-use crate::trace::format_time_ms;
 use crate::workload::Workload;
 use crate::world::{
     Arrived, DeliveryKind, DeliveryRef, Finished, Item, Origin, Process, TaskId, TaskKind, World, WorldEvent,
 };
+
+mod liveness;
+
+use liveness::LivenessEnd;
+pub use liveness::{Unsettled, liveness_bounds};
 
 /// How to run a seed.
 #[derive(Debug, Clone)]
@@ -96,65 +103,6 @@ pub struct Failure {
     pub step: u64,
     pub time_ms: i64,
     pub message: String,
-}
-
-/// A run whose liveness phase reached its bound (in steps or in virtual time) before the world
-/// was quiet. This is a verdict of its own, not an invariant's: the liveness invariants judge a
-/// world that has settled, and a world cut off mid-work would fail them for the bound's sake.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unsettled {
-    /// The step and virtual time at which the bound was reached.
-    pub step: u64,
-    pub time_ms: i64,
-    /// The bound, as a reader reads it: `50000 steps after heal` or `5 days of virtual time after heal`.
-    pub bound: String,
-    /// What was still pending: streams the sender had not settled, obligations owed, work in
-    /// flight, processes down.
-    pub pending: String,
-}
-
-impl std::fmt::Display for Unsettled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "did not settle within {} (reached at step {}, {}); still pending: {}",
-            self.bound,
-            self.step,
-            format_time_ms(self.time_ms),
-            self.pending
-        )
-    }
-}
-
-/// The liveness phase's bounds for this run, as (virtual time, steps): the configured ones,
-/// raised to the per-stream bounds times the streams of deliveries the run has, the time raised
-/// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), the steps raised to two
-/// per idle poll of every relay worker over that time (unless the per-stream step bound is 0,
-/// which keeps the fixed one), and never past the limits every run is held to.
-pub fn liveness_bounds(world: &World) -> (i64, u64) {
-    let streams = world.sender().streams().len() as u64;
-    let config = world.config();
-    let time_ms = config
-        .liveness_ms_max
-        .max((streams as i64).saturating_mul(config.liveness_ms_per_stream))
-        .max(config.relay_waits_ms().saturating_mul(2))
-        .min(crate::limits::DURATION_MS_MAX.max(config.liveness_ms_max));
-    // An idle worker polls at least once per idle_poll_max_ms, a pass and a sleep each; a world
-    // waiting days for a sender's last retry spends most of its steps there.
-    let idle_poll_steps = if config.liveness_steps_per_stream == 0 {
-        0
-    } else {
-        let polls = (time_ms / config.relay.idle_poll_max_ms.max(1)).saturating_add(1) as u64;
-        polls
-            .saturating_mul(u64::from(config.relay_workers))
-            .saturating_mul(2)
-    };
-    let steps = config
-        .liveness_steps_max
-        .max(streams.saturating_mul(config.liveness_steps_per_stream))
-        .max(idle_poll_steps)
-        .min(crate::limits::LIVENESS_STEPS_MAX.max(config.liveness_steps_max));
-    (time_ms, steps)
 }
 
 /// What a run did and concluded.
@@ -281,16 +229,6 @@ pub(crate) struct Setup {
     /// Let fault models reshape the workload (not when it comes from a schedule or a test).
     pub(crate) shape_workload: bool,
     pub(crate) decider: Decider,
-}
-
-/// How a liveness phase ended.
-enum LivenessEnd {
-    /// The world went quiet, or nothing could happen any more.
-    Settled,
-    /// A safety invariant failed on the way.
-    Failed(Failure),
-    /// The bound came first.
-    Unsettled(Unsettled),
 }
 
 pub(crate) enum StepOutcome {
@@ -451,105 +389,6 @@ impl Simulation {
     /// the operator clean up after the incident.
     pub(crate) fn heal(&mut self) {
         self.world.borrow_mut().heal();
-    }
-
-    /// Runs until the world is quiet (or nothing more can happen), or until the liveness bound,
-    /// in steps or in virtual time, is reached first.
-    fn liveness_phase(&mut self) -> Result<LivenessEnd, String> {
-        let (liveness_ms, liveness_steps) = liveness_bounds(&self.world.borrow());
-        let (end_ms, steps_max, start_step, start_ms) = {
-            let world = self.world.borrow();
-            (
-                world.now_ms().saturating_add(liveness_ms),
-                world.step().saturating_add(liveness_steps),
-                world.step(),
-                world.now_ms(),
-            )
-        };
-        loop {
-            {
-                let world = self.world.borrow();
-                if world.is_quiescent() {
-                    return Ok(LivenessEnd::Settled);
-                }
-                if world.now_ms() >= end_ms || world.step() >= steps_max {
-                    drop(world);
-                    if let Some(failure) = self.stuck_at_bound(start_step, start_ms) {
-                        return Ok(LivenessEnd::Failed(failure));
-                    }
-                    let world = self.world.borrow();
-                    let bound = if world.step() >= steps_max {
-                        format!("{liveness_steps} steps after heal")
-                    } else {
-                        format!(
-                            "{} of virtual time after heal",
-                            crate::trace::format_duration_ms(liveness_ms)
-                        )
-                    };
-                    return Ok(LivenessEnd::Unsettled(Unsettled {
-                        step: world.step(),
-                        time_ms: world.now_ms(),
-                        bound,
-                        pending: world.pending_work(),
-                    }));
-                }
-            }
-            if let Some(failure) = self.stuck() {
-                return Ok(LivenessEnd::Failed(failure));
-            }
-            match self.step()? {
-                StepOutcome::Continue => {}
-                // Nothing can happen any more: the world is as settled as it will get, and the
-                // liveness invariants judge it.
-                StepOutcome::Idle => return Ok(LivenessEnd::Settled),
-                StepOutcome::Failed(failure) => return Ok(LivenessEnd::Failed(failure)),
-            }
-        }
-    }
-
-    /// At the liveness bound, the failure of `work-progresses-after-heal` if the second half of
-    /// the liveness phase (from the middle of `start_step..now` and `start_ms..now`) took up no
-    /// owed obligation: such a run is stuck, not slow.
-    fn stuck_at_bound(&mut self, start_step: u64, start_ms: i64) -> Option<Failure> {
-        let (middle_step, middle_ms) = {
-            let world = self.world.borrow();
-            (
-                start_step + world.step().saturating_sub(start_step) / 2,
-                start_ms + world.now_ms().saturating_sub(start_ms) / 2,
-            )
-        };
-        let diagnosis = self.world.borrow().stuck_at_bound(middle_step, middle_ms);
-        self.stuck_failure(diagnosis?)
-    }
-
-    /// The failure of `work-progresses-after-heal` once the world finds work stuck, if that
-    /// invariant judges the run (turned off, the run goes on to its bound).
-    fn stuck(&mut self) -> Option<Failure> {
-        let diagnosis = self.world.borrow_mut().diagnose_stuck()?;
-        self.stuck_failure(diagnosis)
-    }
-
-    /// Reports `diagnosis` as the failure of `work-progresses-after-heal`, if it judges the run.
-    fn stuck_failure(&mut self, diagnosis: String) -> Option<Failure> {
-        let invariant = self
-            .invariants
-            .iter()
-            .find(|invariant| invariant.name() == invariants::work_progresses_after_heal::NAME)?;
-        let mut world = self.world.borrow_mut();
-        world.note_stuck(diagnosis);
-        let empty = StepRecord::default();
-        let observation = observation(&world, &empty);
-        failure_of(&**invariant, &observation, &world)
-    }
-
-    pub(crate) fn check_liveness(&self) -> Option<Failure> {
-        let world = self.world.borrow();
-        let empty = StepRecord::default();
-        let observation = observation(&world, &empty);
-        self.invariants
-            .iter()
-            .filter(|invariant| invariant.kind() == InvariantKind::Liveness)
-            .find_map(|invariant| failure_of(&**invariant, &observation, &world))
     }
 
     // ----- One step -----
