@@ -252,3 +252,105 @@ fn the_circle_finder_finds_circles() {
     assert_eq!(cycle.first(), cycle.last());
     assert_eq!(cycle.len(), 4, "{cycle:?}");
 }
+
+/// Code outside `#[cfg(test)] mod tests` and outside test-only files.
+fn non_test_code(path: &Path, text: &str) -> Option<String> {
+    if path.file_name().is_some_and(|name| name == "tests.rs") {
+        return None;
+    }
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    Some(
+        code.lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// A fault model owns its rules: its name is written once, in its own file, and every other
+/// file reaches it through the model's registry entry, so a rule about a model cannot hide in
+/// the configuration, the coverage report or the world.
+/// `(file, quoted word, why it is not the fault model's name there)`.
+const NAME_LIKE_WORDS: &[(&str, &str, &str)] = &[
+    (
+        "sim/src/faults/mod.rs",
+        "\"crash\"",
+        "the action word of a schedule value (`MODEL crash MS`), whatever model took the action",
+    ),
+    (
+        "sim/src/timeline/line.rs",
+        "\"crash\"",
+        "a kind of mark on the timeline page, a class its stylesheet styles",
+    ),
+    (
+        "sim/src/timeline/line.rs",
+        "\"key-expiry\"",
+        "a kind of mark on the timeline page, a class its stylesheet styles",
+    ),
+    (
+        "sim/src/timeline/line.rs",
+        "\"clock-jump\"",
+        "a kind of mark on the timeline page, a class its stylesheet styles",
+    ),
+];
+
+#[test]
+fn a_fault_models_name_appears_only_in_its_own_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("sim/src"), &mut files);
+    rust_files(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for kind in commitgap_sim::faults::built_in() {
+        let own = format!("sim/src/faults/{}.rs", kind.name.replace('-', "_"));
+        let quoted = format!("\"{}\"", kind.name);
+        for path in &files {
+            let relative = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if relative == own
+                || NAME_LIKE_WORDS
+                    .iter()
+                    .any(|(file, word, _)| *file == relative && *word == quoted)
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).unwrap();
+            if non_test_code(path, &text).is_some_and(|code| code.contains(&quoted)) {
+                found.push(format!("{relative}: {quoted} (use the model's KIND.name)"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "fault model names outside their files:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Files by job: no source file of the system or the simulator grows past this many lines, so a
+/// contributor finds one job per file (split a file by job before it gets here).
+const FILE_LINES_MAX: usize = 1_000;
+
+#[test]
+fn no_source_file_is_longer_than_a_thousand_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("sim/src"), &mut files);
+    rust_files(&root.join("src"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            (lines > FILE_LINES_MAX)
+                .then(|| format!("{}: {lines} lines", path.strip_prefix(root).unwrap().display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {FILE_LINES_MAX} lines; split each by job:\n{}",
+        long.join("\n")
+    );
+}

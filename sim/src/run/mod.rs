@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::SimConfig;
 use crate::db::{Backend, Database};
 use crate::faults::{self, ActiveFault, PointAction, ProcessRole, TimerAction};
-use crate::invariants::{self, Invariant, InvariantKind, Observation, StepRecord};
+use crate::invariants::{Invariant, InvariantKind, Observation, StepRecord};
 use crate::registry::Registry;
 use crate::rng::SimRng;
 use crate::schedule::{Decider, Schedule};
@@ -417,7 +417,7 @@ impl Simulation {
     /// Crashes `process` now, as a step of its own (scenarios use this).
     pub(crate) fn crash_now(&mut self, process: usize, restart_after_ms: i64) -> Result<StepOutcome, String> {
         self.world.borrow_mut().begin_step_as(process);
-        self.crash(process, restart_after_ms, "crash");
+        self.crash(process, restart_after_ms, crate::faults::crash::KIND.name);
         self.finish_step()
     }
 
@@ -644,9 +644,9 @@ impl Simulation {
             WorldEvent::Extra { stream, reason } => {
                 self.world.borrow_mut().record_fault(
                     if reason.contains("resend") {
-                        "late-delivery"
+                        crate::faults::late_delivery::KIND.name
                     } else {
-                        "spontaneous-duplicate"
+                        crate::faults::spontaneous_duplicate::KIND.name
                     },
                     &format_args!("{reason} of stream {stream}"),
                 );

@@ -69,7 +69,7 @@ impl World {
         let copies = self.extra_deliveries();
         if copies > 0 {
             self.record_fault(
-                "duplicate-delivery",
+                crate::faults::duplicate_delivery::KIND.name,
                 &format_args!("{} copies of stream {stream} at once", copies + 1),
             );
         }
@@ -118,7 +118,7 @@ impl World {
             arrival: self.arrival(route),
         };
         if route == Route::Lost {
-            self.record_fault("request-lost", &deliver);
+            self.record_fault(crate::faults::request_lost::KIND.name, &deliver);
         }
         self.record(deliver);
         match route {
@@ -202,7 +202,7 @@ impl World {
                     answer: answer.clone(),
                     stream: delivery.stream,
                 };
-                self.record_fault("lost-ack", &lost);
+                self.record_fault(crate::faults::lost_ack::KIND.name, &lost);
                 self.record(lost);
                 if answer.is_success() {
                     self.success_not_settled(delivery);

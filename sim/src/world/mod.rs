@@ -785,7 +785,10 @@ impl World {
     /// step, whether or not anyone sends the key again, and leaves the store untouched.
     pub fn record_forgotten_keys(&mut self) {
         for key in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
-            self.record_fault("key-expiry", &format_args!("provider forgot key {key}"));
+            self.record_fault(
+                crate::faults::key_expiry::KIND.name,
+                &format_args!("provider forgot key {key}"),
+            );
             self.record(Happening::KeyForgotten { key });
         }
     }

@@ -36,7 +36,10 @@ impl World {
         let (mut reply_at_ms, mut reply, outcome) = self.provider_reply(call, &key, provider_faults);
         let reply_lost = self.provider_reply_lost(now_ms) && reply.is_ok();
         if reply_lost {
-            self.record_fault("lost-ack", &format_args!("provider reply for key {key} lost"));
+            self.record_fault(
+                crate::faults::lost_ack::KIND.name,
+                &format_args!("provider reply for key {key} lost"),
+            );
             reply = Err(CallError::Timeout);
             reply_at_ms = now_ms + call.timeout_ms;
         }
@@ -128,7 +131,7 @@ impl World {
                     },
                 );
                 self.record_fault(
-                    "provider-slow",
+                    crate::faults::provider_slow::KIND.name,
                     &format_args!(
                         "provider will act on key {key} in {}",
                         format_duration_ms(act_after_ms)
@@ -235,27 +238,27 @@ impl World {
         if let Some(quirk) = handled.quirk {
             let (fault, what) = match quirk {
                 Quirk::CachedError => (
-                    "sticky-error",
+                    crate::faults::sticky_error::KIND.name,
                     format!("provider replayed the 5xx cached under key {key}"),
                 ),
                 Quirk::Locked => (
-                    "provider-conflict",
+                    crate::faults::provider_conflict::KIND.name,
                     format!("provider answered 409: key {key} is locked after acting"),
                 ),
                 Quirk::LenientReplay => (
-                    "payload-mismatch",
+                    crate::faults::payload_mismatch::KIND.name,
                     format!("provider replayed key {key} for a different payload"),
                 ),
                 Quirk::Overtook => (
-                    "provider-double-execute",
+                    crate::faults::provider_double_execute::KIND.name,
                     format!("provider executed key {key} while a request with it was in progress"),
                 ),
                 Quirk::ActedAgain => (
-                    "provider-double-execute",
+                    crate::faults::provider_double_execute::KIND.name,
                     format!("provider finished an overtaken request for key {key} and acted again"),
                 ),
                 Quirk::Refused => (
-                    "provider-refusal",
+                    crate::faults::provider_refusal::KIND.name,
                     format!("provider declined the operation of key {key} for good"),
                 ),
             };
@@ -263,7 +266,7 @@ impl World {
         }
         if failed_before_acting && handled.result.is_err() {
             self.record_fault(
-                "provider-failure",
+                crate::faults::provider_failure::KIND.name,
                 &format_args!("provider failed before acting on key {key}"),
             );
         }
