@@ -306,6 +306,25 @@ impl SimConfig {
         self.validate_with(&faults::built_in())
     }
 
+    /// [`SimConfig::validate`] as far as it can go without knowing the program's registry: a
+    /// fault model of a name no built-in model has is taken to be the program's own, and its
+    /// settings are checked when a run builds it (with the same error). A seed file is read this
+    /// way, since the file is read before the program that replays it is known.
+    pub fn validate_without_registry(&self) -> Result<(), String> {
+        let built_in = faults::built_in();
+        self.validate_counts()?;
+        self.validate_durations()?;
+        self.validate_contracts(&built_in)?;
+        let known: Vec<faults::FaultKind> = built_in
+            .into_iter()
+            .filter(|kind| self.faults.contains_key(kind.name))
+            .collect();
+        let mut own = self.clone();
+        own.faults
+            .retain(|name, _| known.iter().any(|kind| kind.name == name));
+        own.validate_fault_settings(&known)
+    }
+
     /// [`SimConfig::validate`] with the fault models `kinds` (a registry's) rather than the
     /// built-in ones.
     pub fn validate_with(&self, kinds: &[faults::FaultKind]) -> Result<(), String> {

@@ -289,7 +289,7 @@ impl Check {
         let mut problems = Vec::new();
         let mut replayed = 0;
         for path in seed_file::list(&self.seeds_dir)? {
-            let file = SeedFile::read(&path)?;
+            let file = SeedFile::read_with(&path, &self.registry)?;
             if file.system != self.system.name() {
                 continue;
             }

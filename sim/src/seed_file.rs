@@ -247,10 +247,12 @@ impl SeedFile {
 
     /// Checks every value a run will use against the configuration's limits (see
     /// [`crate::limits`]): the configuration, the schedule and the shrunk run's. The error
-    /// names the field as a path from the top of the file.
+    /// names the field as a path from the top of the file. A fault model no built-in one is
+    /// named like is taken to be the program's own: the run that replays the file checks its
+    /// settings with the program's registry.
     pub fn validate(&self) -> Result<(), String> {
         self.config
-            .validate()
+            .validate_without_registry()
             .map_err(|error| format!("config.{error}"))?;
         if let Some(schedule) = &self.schedule {
             schedule
@@ -260,7 +262,7 @@ impl SeedFile {
         if let Some(shrunk) = &self.shrunk {
             shrunk
                 .config
-                .validate()
+                .validate_without_registry()
                 .map_err(|error| format!("shrunk.config.{error}"))?;
             shrunk
                 .schedule
@@ -268,6 +270,22 @@ impl SeedFile {
                 .map_err(|error| format!("shrunk.schedule.{error}"))?;
         }
         Ok(())
+    }
+
+    /// Reads the file at `path` and checks its fault models' settings with `registry`, the
+    /// program that replays it: a model no registry has is an error naming the field.
+    pub fn read_with(path: &Path, registry: &crate::registry::Registry) -> Result<SeedFile, String> {
+        let file = SeedFile::read(path)?;
+        let check = |config: &SimConfig, field: &str| {
+            config
+                .validate_with(registry.faults())
+                .map_err(|error| format!("seed file {}: {field}.{error}", path.display()))
+        };
+        check(&file.config, "config")?;
+        if let Some(shrunk) = &file.shrunk {
+            check(&shrunk.config, "shrunk.config")?;
+        }
+        Ok(file)
     }
 
     /// Writes the file into `directory` atomically. Returns its path. A file of the same seed and

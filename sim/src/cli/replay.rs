@@ -185,7 +185,7 @@ struct ReplayedFile {
 
 impl ReplayPlan {
     fn from_file(app: &App, args: &ReplayArgs, path: &Path) -> Result<ReplayPlan, UsageError> {
-        let file = SeedFile::read(path).map_err(UsageError)?;
+        let file = SeedFile::read_with(path, app.registry()).map_err(UsageError)?;
         let system = args.system.clone().unwrap_or_else(|| file.system.clone());
         let from = args.from.unwrap_or(match (&file.shrunk, &file.schedule) {
             (Some(_), _) => ReplayFrom::Shrunk,

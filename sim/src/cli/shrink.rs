@@ -29,7 +29,7 @@ pub(super) struct ShrinkArgs {
 
 pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError> {
     let path = &args.file;
-    let mut file = SeedFile::read(path).map_err(UsageError)?;
+    let mut file = SeedFile::read_with(path, app.registry()).map_err(UsageError)?;
     let system = find_system(app, &file.system)?;
     let runs_max = usize::try_from(args.runs).unwrap_or(usize::MAX);
     // The original run, written down, is what the summary measures from; a file written before
