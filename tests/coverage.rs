@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use commitgap::receiver::{Answer, SuccessKind};
+use commitgap_sim::backend::Backend;
 use commitgap_sim::coverage::Situation;
-use commitgap_sim::db::Backend;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};

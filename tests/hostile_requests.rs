@@ -9,13 +9,13 @@ use commitgap_sim::domain::Domain;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
 use commitgap_sim::faults::Attack;
+use commitgap_sim::record::Origin;
 use commitgap_sim::scenario::{Scenario, ScenarioSetup};
 use commitgap_sim::signing::{CURRENT_GENERATION, hostile_request, signed_delivery};
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
 use commitgap_sim::systems::planted::{FutureTimestampRejected, UnverifiedSignature};
 use commitgap_sim::workload::EventSpec;
-use commitgap_sim::world::Origin;
 
 /// The payments domain's invalid bodies, as the simulated attacker makes them.
 fn invalid(event: &serde_json::Value, rule: u64) -> serde_json::Value {

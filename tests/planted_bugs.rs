@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use commitgap_sim::db::Backend;
+use commitgap_sim::backend::Backend;
 use commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX;
 use commitgap_sim::run::{RunOptions, RunOutcome, run_seed};
 use commitgap_sim::seed_file::{Expectation, SeedFile, replay_command};

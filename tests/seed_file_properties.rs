@@ -130,7 +130,7 @@ fn false_alarm(file: &SeedFile) -> Option<String> {
         let bound = config.fault_phase_steps_max
             + config
                 .liveness_steps_max
-                .max(commitgap_sim::limits::LIVENESS_STEPS_MAX)
+                .max(commitgap_sim::config::LIVENESS_STEPS_MAX)
             + 1;
         let options = RunOptions {
             config: Some(config),
@@ -289,7 +289,7 @@ proptest! {
 #[test]
 fn the_largest_drawn_workload_writes_a_seed_file_the_reader_accepts() {
     let reference = systems::by_name("reference").unwrap();
-    let mut config = commitgap_sim::config::SimConfig::draw(3, commitgap_sim::db::Backend::Memdb);
+    let mut config = commitgap_sim::config::SimConfig::draw(3, commitgap_sim::backend::Backend::Memdb);
     config.tenants = 8;
     config.orders_per_tenant = 8;
     config.paid_orders = commitgap_sim::rng::Ratio::new(1, 1);

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! `commitgap` itself is [`App::commitgap`]: the reference system and its planted bugs. Running
-//! an app (`App::run` and `App::main`, in [`crate::cli`], which this module must not import)
+//! an app (`App::run` and `App::main`, in `cli`, which this module must not import)
 //! hands its [`Registry`] (its fault models, invariants and replay command) to every run it
 //! starts; nothing is installed for the process, so two programs with different fault models of
 //! one name can run in one process. The same program is a test with [`App::check`].

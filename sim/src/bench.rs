@@ -358,7 +358,9 @@ fn measure_seed(options: &BenchOptions, seed: u64, totals: &mut JobTotals) -> Re
 
 /// A recorded run done again on a bare database.
 pub struct BareReplay {
-    /// The bare database, with every replay connection closed: only committed rows remain.
+    /// The bare database, with every replay connection closed: only committed rows remain (the
+    /// tests compare its rows with the simulated run's).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub database: Database,
     /// Time spent on the recorded operations (set-up excluded).
     pub replayed: Duration,
@@ -458,6 +460,7 @@ fn run_statement(
 
 /// Every row of every table (SQLite's own tables aside), one line each, tables by name and rows
 /// by rowid: two databases with the same dump hold the same data.
+#[cfg(test)]
 pub fn dump_tables(connection: &Connection) -> Result<Vec<String>, DbError> {
     let tables = query_rows(
         connection,

@@ -7,6 +7,8 @@
 //! against: which accounts and orders exist and which payment events the sender emits, when.
 //! Everything here is plain data written to seed files; drawing it must use only the seed.
 
+/// The most steps a liveness phase may take, whatever a seed file asks for.
+pub use crate::limits::LIVENESS_STEPS_MAX;
 use std::collections::BTreeMap;
 
 use commitgap::relay::RelaySettings;
@@ -299,7 +301,7 @@ impl SimConfig {
         }
     }
 
-    /// Checks every value a hand-edited seed file could get wrong, against [`crate::limits`]: counts,
+    /// Checks every value a hand-edited seed file could get wrong, against the limits: counts,
     /// durations, ratios and each fault model's settings. The error is one line naming the field
     /// (as a path from the configuration, `relay.lease_ms`), the value and what is allowed.
     pub fn validate(&self) -> Result<(), String> {

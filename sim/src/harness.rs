@@ -14,7 +14,7 @@
 //! [`Check::run`] first replays every seed file of the system in the seed directory (`seeds/` of
 //! the package by default; each one a failure found before, kept as a regression the way
 //! proptest keeps its regressions file), then sweeps a range of seeds. New failures are kept as
-//! `sweep` keeps them (see [`crate::findings`]): the first few of each invariant in seed order
+//! `sweep` keeps them (see `findings`): the first few of each invariant in seed order
 //! ([`Check::shrink_max`]) are written to the seed directory, shrunk, and deduplicated. The test
 //! fails with one paragraph per invariant that failed: how many seeds failed it, and the shortest
 //! of them with the command that replays it, in the step numbers that command prints.
@@ -35,9 +35,9 @@ use std::sync::Arc;
 
 use crate::db::Backend;
 use crate::faults::FaultKind;
+pub use crate::findings::DEFAULT_SHRINK_MAX;
 use crate::findings::{
-    DEFAULT_SHRINK_MAX, FailingRun, FailingSeed, FailureGroup, Findings, KeepPolicy, group_failures,
-    seed_list, shrink_and_keep,
+    FailingRun, FailingSeed, FailureGroup, Findings, KeepPolicy, group_failures, seed_list, shrink_and_keep,
 };
 use crate::invariants::Invariant;
 use crate::registry::Registry;

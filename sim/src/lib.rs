@@ -53,12 +53,12 @@
 //! - [`run`]: one run of one seed: the executor, the fault phase, heal, the liveness phase.
 //! - [`scenario`]: scripted, deterministic tests that say exactly what happens when.
 //! - [`schedule`]: a run written down as its decisions: readable, editable, replayable.
-//! - [`world`]: the simulated world's state: processes, tasks, clock, queues, the current step.
-//! - [`sim_env`]: the simulated `Env`, where every awaited call is a scheduling point.
-//! - [`sql`]: the one reading of SQL text: a statement's verb, first table and ordering.
-//! - [`decision`]: the typed decisions a run is made of, as schedules write them.
+//! - `world` (internal): the simulated world's state: processes, tasks, clock, queues, the current step.
+//! - `sim_env` (internal): the simulated `Env`, where every awaited call is a scheduling point.
+//! - `sql` (internal): the one reading of SQL text: a statement's verb, first table and ordering.
+//! - `decision` (internal): the typed decisions a run is made of, as schedules write them.
 //! - [`backend`]: where a run's database lives (memdb or a WAL file).
-//! - [`db`]: the shared SQLite database, per-process connections, committed-change capture, and reuse of a database across a thread's runs.
+//! - `db` (internal): the shared SQLite database, per-process connections, committed-change capture, and reuse of a database across a thread's runs.
 //! - [`view`]: the committed rows, decoded and indexed for the invariants.
 //! - [`sender`]: the upstream webhook sender and its retry presets.
 //! - [`signing`]: the endpoints' secrets and deliveries signed as a real sender signs them.
@@ -79,49 +79,49 @@
 //! - [`config`]: the configuration and workload drawn from a seed.
 //! - [`shape`]: the workload's shape a sweep chooses: counts, sender preset, durations, fault models.
 //! - [`workload`]: the ground truth of a run: fixtures, events and how each is delivered.
-//! - [`limits`]: the bounds every configuration and schedule is held to.
+//! - `limits` (internal): the bounds every configuration and schedule is held to.
 //! - [`record`]: what the simulator observed in a step and over a run, for invariants and probes.
 //! - [`rng`]: seeded random streams and integer ratios.
 //! - [`trace`]: each step's record of what happened, and the run's digest over the records.
 //! - [`shrink`]: a failing run reduced to the few decisions that matter.
 //! - [`seed_file`]: the JSON file a failing seed is written to.
-//! - [`corpus`]: the seed directory, kept to the shortest file per distinct failure.
-//! - [`findings`]: a sweep's failures, written the moment they are found, then shrunk and deduplicated.
-//! - [`files`]: atomic, durable writes of regular files only, and the seed directory's safety checks.
+//! - `corpus` (internal): the seed directory, kept to the shortest file per distinct failure.
+//! - `findings` (internal): a sweep's failures, written the moment they are found, then shrunk and deduplicated.
+//! - `files` (internal): atomic, durable writes of regular files only, and the seed directory's safety checks.
 //! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
-//! - [`report`]: JUnit XML and JSON reports of a sweep, for CI systems and scripts.
-//! - [`bench`](mod@bench): the simulator's speed and memory, and its cost against SQLite replaying the same
+//! - `report` (internal): JUnit XML and JSON reports of a sweep, for CI systems and scripts.
+//! - `bench` (internal): the simulator's speed and memory, and its cost against SQLite replaying the same
 //!   statements on a bare database.
 //! - [`harness`]: the simulation as one `#[test]`: regressions from the seed directory, then a
 //!   sweep, failures shrunk and written with the command that replays them.
 //! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
-//! - [`timeline`]: one run's trace drawn as a self-contained HTML page, for `replay --html`.
+//! - `timeline` (internal): one run's trace drawn as a self-contained HTML page, for `replay --html`.
 //! - [`app`]: a team's own simulation program: its systems, planted bugs, fault models,
 //!   invariants and workload behind every command.
 //! - [`scaffold`]: `commitgap new`, a team's first crate, ready to sweep.
-//! - [`cli`]: the command-line program.
+//! - `cli` (internal): the command-line program.
 
 pub mod app;
 pub mod backend;
-pub mod bench;
-pub mod cli;
+mod bench;
+mod cli;
 pub mod config;
-pub mod corpus;
+mod corpus;
 pub mod coverage;
-pub mod db;
-pub mod decision;
+mod db;
+mod decision;
 pub mod domain;
 pub mod faults;
-pub mod files;
-pub mod findings;
+mod files;
+mod findings;
 pub mod harness;
 pub mod invariants;
-pub mod limits;
+mod limits;
 pub mod mutants;
 pub mod provider;
 pub mod record;
 pub mod registry;
-pub mod report;
+mod report;
 pub mod rng;
 pub mod rows;
 pub mod run;
@@ -133,18 +133,18 @@ pub mod sender;
 pub mod shape;
 pub mod shrink;
 pub mod signing;
-pub mod sim_env;
-pub mod sql;
+mod sim_env;
+mod sql;
 pub mod sql_mutants;
 pub mod strategy;
 pub mod sweep;
 pub mod system;
 pub mod systems;
-pub mod timeline;
+mod timeline;
 pub mod trace;
 pub mod view;
 pub mod workload;
-pub mod world;
+mod world;
 
 pub use app::App;
 /// The reference receiver and relay, and the runtime interface (`Env`) a system is written

@@ -4,5 +4,5 @@
 //! memory. See `cli` for the arguments of each.
 
 fn main() {
-    std::process::exit(commitgap_sim::cli::main());
+    commitgap_sim::App::commitgap().main()
 }

@@ -67,7 +67,7 @@ pub struct SweepSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailedSeed {
     pub seed: u64,
-    /// The invariant that failed, or [`NONDETERMINISM`] when two runs of the seed differed.
+    /// The invariant that failed, or `NONDETERMINISM` when two runs of the seed differed.
     pub invariant: String,
     /// `safety`, `liveness`, or `determinism`.
     pub kind: String,

@@ -22,7 +22,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{Decision, DecisionKind};
+pub use crate::decision::{Decision, DecisionKind};
 use crate::system::Fixtures;
 use crate::workload::EventSpec;
 
@@ -91,7 +91,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Checks every value a run takes from the schedule against [`crate::limits`] and the
+    /// Checks every value a run takes from the schedule against the limits and the
     /// contracts of `config`: how many fixtures, events and lines there are, each event's times,
     /// subscriptions and extra deliveries, and every number a choice carries (a clock jump stays
     /// within the skew the relay tolerates). Labels are not checked: a line that names nothing is

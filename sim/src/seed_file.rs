@@ -11,6 +11,8 @@
 //! overwritten by a different run. Reading never panics: every problem is an error message that
 //! names the file and says how to fix it.
 
+/// The seed directory, kept to the shortest file per distinct failure.
+pub use crate::corpus::{Corpus, Kept};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -246,10 +248,10 @@ impl SeedFile {
     }
 
     /// Checks every value a run will use against the configuration's limits (see
-    /// [`crate::limits`]): the configuration, the schedule and the shrunk run's. The error
-    /// names the field as a path from the top of the file. A fault model no built-in one is
-    /// named like is taken to be the program's own: the run that replays the file checks its
-    /// settings with the program's registry.
+    /// the limits): the configuration, the schedule and the shrunk run's. The error names the
+    /// field as a path from the top of the file. A fault model no built-in one is named like is
+    /// taken to be the program's own: the run that replays the file checks its settings with the
+    /// program's registry.
     pub fn validate(&self) -> Result<(), String> {
         self.config
             .validate_without_registry()
@@ -336,7 +338,7 @@ impl SeedFile {
         Ok(path)
     }
 
-    /// Writes the file at `path` atomically and durably (see [`crate::files::write_atomically`]),
+    /// Writes the file at `path` atomically and durably (see `write_atomically`),
     /// so a reader sees the old file or the new one, never a part, even after a crash.
     pub fn write_to(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).expect("seed files are plain data") + "\n";

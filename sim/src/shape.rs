@@ -137,7 +137,7 @@ pub struct WorkloadShape {
 }
 
 /// The most amount updates per order: with an order's story (at most two events) that keeps a
-/// workload within [`limits::EVENTS_MAX`] and [`limits::STREAMS_MAX`] at [`limits::ORDERS_MAX`]
+/// workload within `EVENTS_MAX` and `STREAMS_MAX` at `ORDERS_MAX`
 /// orders, whatever the fault models add.
 pub const UPDATES_PER_ORDER_MAX: u32 = 3;
 

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
+use commitgap_sim::backend::Backend;
 use commitgap_sim::config::SimConfig;
-use commitgap_sim::db::Backend;
 use commitgap_sim::faults::{self, Fault, FaultContext, FaultKind, FaultModel, TimerAction};
 use commitgap_sim::invariants::{Invariant, InvariantKind, Observation};
 use commitgap_sim::registry::Registry;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use commitgap_sim::coverage::SweepCoverage;
-use commitgap_sim::report::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
 use commitgap_sim::sweep::Shard;
+use commitgap_sim::sweep::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
 

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use commitgap_sim::corpus::{Corpus, Kept};
 use commitgap_sim::run::{RunOptions, RunOutcome, run_seed};
 use commitgap_sim::schedule::{Schedule, StepLine};
 use commitgap_sim::seed_file::{self, Expectation, SeedFile};
+use commitgap_sim::seed_file::{Corpus, Kept};
 use commitgap_sim::shrink;
 use commitgap_sim::system::System;
 use commitgap_sim::systems;
@@ -99,7 +99,7 @@ fn an_edited_schedule_still_runs_and_reports_what_no_longer_applies() {
     let fault = with_fault
         .decisions
         .iter()
-        .position(commitgap_sim::decision::Decision::is_fault)
+        .position(commitgap_sim::schedule::Decision::is_fault)
         .unwrap();
     let moved = with_fault.decisions.remove(fault);
     steps[from] = with_fault.to_string();

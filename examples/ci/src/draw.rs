@@ -255,8 +255,8 @@ fn put_values_at_the_edges(seed: u64, branches: &mut [SubjectFixture], events: &
 
 #[cfg(test)]
 mod tests {
+    use commitgap_sim::backend::Backend;
     use commitgap_sim::config::SimConfig;
-    use commitgap_sim::db::Backend;
     use commitgap_sim::domain::Domain;
 
     use super::*;

@@ -63,9 +63,6 @@ use replay::{ReplayArgs, run_replay};
 use shrink::{ShrinkArgs, run_shrink};
 use sweep::{SweepArgs, run_sweep};
 
-pub use mutants::DEFAULT_MUTANT_BUDGET;
-pub use sweep::{DEFAULT_SEEDS, DEFAULT_SHRINK_MAX};
-
 /// How often a sweep prints a progress line when standard error is not a terminal (a CI log):
 /// often enough to show it is alive, seldom enough to keep the log short.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
@@ -190,11 +187,6 @@ fn keep_freed_memory() {
             libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT_BYTES);
         }
     }
-}
-
-/// Runs the `commitgap` program and returns its exit code.
-pub fn main() -> i32 {
-    App::commitgap().run()
 }
 
 impl App {

@@ -74,7 +74,6 @@ pub use crate::rows::RowChange;
 mod reset;
 mod reuse;
 
-pub use reset::SchemaSnapshot;
 use reset::{ResetPlan, SchemaImage};
 pub use reuse::reusing_databases;
 
