@@ -177,7 +177,7 @@ const SYSTEM_RS: &str = r#"//! The system under test: a webhook receiver and an 
 //! `commitgap_sim::commitgap::relay::RelaySteps`): override any step below to make it yours, and
 //! the simulation judges it by the webhook pattern and the payments domain. For a system of your
 //! own schema and business, implement `commitgap_sim::system::System` and
-//! `commitgap_sim::domain::Domain` (the project's README, "Domains", and its examples/).
+//! `commitgap_sim::domain::Domain` (the project's docs/extending.md, "Domains", and its examples/).
 
 use commitgap_sim::commitgap::receiver::ReceiverSteps;
 use commitgap_sim::commitgap::relay::{Claim, RelaySteps};

@@ -115,7 +115,7 @@ enum Command {
     Bench(BenchArgs),
 }
 
-/// The workload's shape (see README, "Shaping the workload"): each flag narrows what a seed may
+/// The workload's shape (see docs/guide.md, "Shaping the workload"): each flag narrows what a seed may
 /// draw, and what no flag names is drawn from the seed as usual. Seed files record the
 /// configuration drawn, so replaying a file needs none of these.
 #[derive(Args)]
@@ -299,7 +299,7 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
         let from_file: WorkloadShape =
             serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|error| {
                 UsageError(format!(
-                    "--shape {} is not a workload shape: {}; see README, \"Shaping the workload\"",
+                    "--shape {} is not a workload shape: {}; see docs/guide.md, \"Shaping the workload\"",
                     path.display(),
                     files::clip(&error.to_string(), 120)
                 ))

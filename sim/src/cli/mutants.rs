@@ -185,7 +185,7 @@ fn say_sql_mutants(
         return Ok(0);
     }
     say!(
-        "sql mutants: survived: {}; each is a gap in what the simulation checks of {}, or an equivalent mutant (README, \"SQL mutants\")",
+        "sql mutants: survived: {}; each is a gap in what the simulation checks of {}, or an equivalent mutant (docs/power.md, \"SQL mutants\")",
         survivors.join(", "),
         system.name()
     );
