@@ -15,6 +15,7 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend's name as written in configurations and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Memdb => "memdb",
@@ -22,6 +23,7 @@ impl Backend {
         }
     }
 
+    /// The backend called `name`, or `None` when no backend has that name.
     pub fn from_name(name: &str) -> Option<Backend> {
         [Backend::Memdb, Backend::WalFile]
             .into_iter()

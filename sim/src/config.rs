@@ -31,8 +31,11 @@ const IDLE_POLL_MS_FLOOR: i64 = MINUTE_MS;
 /// Everything a run needs besides its seed and system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
+    /// The database backend the run uses.
     pub backend: Backend,
+    /// How many tenants the workload has.
     pub tenants: u32,
+    /// How many orders each tenant has.
     pub orders_per_tenant: u32,
     /// Share of orders whose payment the sender reports; the rest stay unpaid.
     pub paid_orders: Ratio,
@@ -53,8 +56,11 @@ pub struct SimConfig {
     /// before it existed) leaves the workload as it was.
     #[serde(default, skip_serializing_if = "is_false")]
     pub edge_values: bool,
+    /// How many receiver processes handle webhook deliveries.
     pub receivers: u32,
+    /// How many relay worker processes run.
     pub relay_workers: u32,
+    /// How the sender delivers and retries webhooks.
     pub sender_preset: SenderPreset,
     /// How long the sender waits for an answer.
     pub sender_timeout_ms: i64,
@@ -64,6 +70,7 @@ pub struct SimConfig {
     pub network_latency_ms_max: i64,
     /// Upper bound on the provider's reply time.
     pub provider_latency_ms_max: i64,
+    /// The relay workers' settings.
     pub relay: RelaySettings,
     /// The fault phase ends at this virtual time ...
     pub fault_phase_ms: i64,

@@ -18,8 +18,11 @@ use crate::seed_file::{self, Expectation, SeedFile};
 /// What makes two failures the same.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Signature {
+    /// Name of the system under test that failed.
     pub system: String,
+    /// Name of the invariant that failed.
     pub invariant: String,
+    /// Kinds of event and fault in the smallest known run, as [`Schedule::shape`] writes them.
     pub shape: String,
 }
 
@@ -51,7 +54,12 @@ pub enum Kept {
     /// Written at this path; no other file had its signature.
     New(PathBuf),
     /// Written at this path, and the longer file with the same signature was removed.
-    Replaced { path: PathBuf, removed: PathBuf },
+    Replaced {
+        /// Where the new file was written.
+        path: PathBuf,
+        /// The longer file with the same signature, now deleted.
+        removed: PathBuf,
+    },
     /// Not written: this file, with the same signature, is as short or shorter.
     Duplicate(PathBuf),
 }

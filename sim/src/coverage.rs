@@ -27,15 +27,25 @@ use crate::view::{DbView, RowDiff};
 /// A situation worth reaching: one step of a path that a bug in a receiver or relay needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Situation {
+    /// A 2xx answer was lost after the receiver committed, and the sender delivered again.
     LostAckThenRetry,
+    /// The provider forgot an idempotency key while its obligation was still owed.
     KeyExpiredWhileOwed,
+    /// A relay worker's lease-guarded update carried a replaced token and changed nothing.
     StaleWorkerFencedOut,
+    /// An event was delivered again after its receipt was purged.
     PurgeThenRedelivery,
+    /// A process crashed while one of its connections had a transaction open.
     CrashInsideTransaction,
+    /// A handler started for an event another handler was still processing.
     ConcurrentDuplicateDelivery,
+    /// A relay worker got 409 because the provider still held or processed the key.
     ProviderConflict409,
+    /// `BEGIN` failed with `SQLITE_BUSY`.
     BusyOnBegin,
+    /// A relay worker looked its key up and found an effect it had not been told about.
     ReconciledByLookup,
+    /// A refund was applied to an order still awaiting its payment.
     RefundBeforePayment,
 }
 
@@ -54,6 +64,7 @@ impl Situation {
         Situation::RefundBeforePayment,
     ];
 
+    /// The situation's short name, as written in reports.
     pub fn name(self) -> &'static str {
         match self {
             Situation::LostAckThenRetry => "lost-ack-then-retry",
@@ -312,7 +323,9 @@ impl Probes {
 /// How often something happened across a sweep: in all, and in how many seeds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Tally {
+    /// How many times it happened, over every seed.
     pub count: u64,
+    /// How many seeds it happened in at least once.
     pub seeds: u64,
 }
 
@@ -328,8 +341,11 @@ impl Tally {
 /// How often one fault model fired across a sweep, and in how many seeds it was on at all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct FaultTally {
+    /// How many times the model fired, over every seed.
     pub count: u64,
+    /// How many seeds it fired in at least once.
     pub seeds: u64,
+    /// How many seeds had the model turned on.
     pub on_in_seeds: u64,
 }
 
@@ -338,7 +354,9 @@ pub struct FaultTally {
 pub struct SweepCoverage {
     /// Seeds whose outcome was added.
     pub seeds: u64,
+    /// How often each registered fault model fired, by name.
     pub faults_fired: BTreeMap<String, FaultTally>,
+    /// How often each situation was reached, by name.
     pub situations: BTreeMap<String, Tally>,
     /// Invariants not checked against the system, with why (it lacks a workflow they assume).
     pub invariants_left_out: BTreeMap<String, String>,

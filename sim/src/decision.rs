@@ -18,7 +18,12 @@ use crate::limits::{DURATION_MS_MAX, check};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// The fault model `model` acts on the process about to run.
-    Fault { model: String, action: PointAction },
+    Fault {
+        /// Name of the fault model that acts.
+        model: String,
+        /// What the model does to the process.
+        action: PointAction,
+    },
     /// Where a delivery goes.
     Deliver(Destination),
     /// A receiver's answer is lost on its way to the sender.
@@ -28,15 +33,29 @@ pub enum Decision {
     /// The sender sends this many extra copies of an attempt at once.
     Copies(u32),
     /// A webhook answer's travel time.
-    Latency { ms: i64 },
+    Latency {
+        /// Travel time, in milliseconds.
+        ms: i64,
+    },
     /// The provider's reply time.
-    ProviderLatency { ms: i64 },
+    ProviderLatency {
+        /// Reply time, in milliseconds.
+        ms: i64,
+    },
     /// How the provider treats a request (failing, slow, its contract's quirks).
     Provider(ProviderFaults),
     /// When the provider will forget a key it stores in this step.
-    Forget { at_ms: i64 },
+    Forget {
+        /// Virtual time at which the key is forgotten, in milliseconds.
+        at_ms: i64,
+    },
     /// A hostile request of this kind, copied from the named stream's delivery.
-    Attack { attack: Attack, stream: String },
+    Attack {
+        /// What is wrong with the hostile request.
+        attack: Attack,
+        /// Name of the stream whose delivery the request copies.
+        stream: String,
+    },
 }
 
 /// Where a delivery goes.
@@ -51,19 +70,30 @@ pub enum Destination {
 /// The kinds of decision, as schedules name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DecisionKind {
+    /// A fault model acting at a scheduling point (`fault`).
     Fault,
+    /// Where a delivery goes (`deliver`).
     Deliver,
+    /// A receiver's answer lost on its way to the sender (`lose-answer`).
     LoseAnswer,
+    /// A provider reply lost on its way to the caller (`lose-reply`).
     LoseReply,
+    /// Extra copies of a delivery attempt (`copies`).
     Copies,
+    /// A webhook answer's travel time (`latency`).
     Latency,
+    /// The provider's reply time (`provider-latency`).
     ProviderLatency,
+    /// How the provider treats a request (`provider`).
     Provider,
+    /// When the provider forgets a stored key (`forget`).
     Forget,
+    /// A hostile request (`attack`).
     Attack,
 }
 
 impl DecisionKind {
+    /// Every kind, in the order schedules list them.
     pub const ALL: [DecisionKind; 10] = [
         DecisionKind::Fault,
         DecisionKind::Deliver,
@@ -93,12 +123,14 @@ impl DecisionKind {
         }
     }
 
+    /// The kind a schedule line calls `name`, or `None` if there is none.
     pub fn from_name(name: &str) -> Option<DecisionKind> {
         DecisionKind::ALL.into_iter().find(|kind| kind.name() == name)
     }
 }
 
 impl Decision {
+    /// The kind of this decision.
     pub fn kind(&self) -> DecisionKind {
         match self {
             Decision::Fault { .. } => DecisionKind::Fault,

@@ -101,6 +101,8 @@
 //! - [`scaffold`]: `commitgap new`, a team's first crate, ready to sweep.
 //! - `cli` (internal): the command-line program.
 
+#![deny(missing_docs, missing_debug_implementations)]
+
 pub mod app;
 pub mod backend;
 mod bench;

@@ -9,6 +9,7 @@ use std::fmt::Display;
 pub const DURATION_MS_MAX: i64 = 365 * 24 * 3_600_000;
 /// Tenants are named `tenant-a` to `tenant-z`.
 pub const TENANTS_MAX: u32 = 26;
+/// Orders one tenant may place.
 pub const ORDERS_PER_TENANT_MAX: u32 = 64;
 /// Orders over all tenants. With at most five events an order and each event fanned out to
 /// at most [`FAN_OUT_MAX`] subscriptions, any workload the simulator draws stays within the
@@ -28,9 +29,13 @@ pub const EVENTS_MAX: usize = 512;
 /// deliveries over the whole workload. A hand-made schedule at these limits, with every event
 /// at once, runs in about a minute on a 2-core machine; drawn workloads are far smaller.
 pub const STREAMS_MAX: usize = 2_048;
+/// Extra deliveries over the whole workload.
 pub const ALL_EXTRA_DELIVERIES_MAX: usize = 2_048;
+/// Delivery attempts the relay may make for one stream.
 pub const ATTEMPTS_MAX: i64 = 1_000;
+/// Steps the fault phase of a run may take.
 pub const FAULT_PHASE_STEPS_MAX: u64 = 1_000_000;
+/// Steps the liveness phase of a run may take.
 pub const LIVENESS_STEPS_MAX: u64 = 5_000_000;
 /// Lines in a schedule: one per step of the longest run.
 pub const SCHEDULE_STEPS_MAX: usize = (FAULT_PHASE_STEPS_MAX + LIVENESS_STEPS_MAX) as usize;

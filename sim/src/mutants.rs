@@ -19,10 +19,13 @@ use crate::system::System;
 /// How a planted bug was caught.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caught {
+    /// The first failing seed.
     pub seed: u64,
+    /// The name of the invariant that caught the bug.
     pub invariant: String,
     /// The failing seed's position in the range, from 1.
     pub seeds_to_failure: u64,
+    /// Wall time from the start of the sweep until the failing seed's result arrived.
     pub wall_to_failure: Duration,
     /// Steps of the failing run.
     pub steps: u64,
@@ -31,6 +34,7 @@ pub struct Caught {
 /// One planted bug's result.
 #[derive(Debug, Clone)]
 pub struct MutantRow {
+    /// The name of the system with the planted bug.
     pub system: String,
     /// `None` when the bug survived the budget.
     pub caught: Option<Caught>,
@@ -39,17 +43,22 @@ pub struct MutantRow {
 /// A system under test's sweep over the same budget.
 #[derive(Debug, Clone)]
 pub struct ReferenceRow {
+    /// The name of the system under test.
     pub system: String,
+    /// How many seeds the sweep ran.
     pub seeds: u64,
     /// Failing seeds and their invariants, sorted by seed.
     pub failures: Vec<(u64, String)>,
+    /// Wall time the sweep took.
     pub wall: Duration,
 }
 
 /// Every row of a `mutants` run.
 #[derive(Debug, Clone)]
 pub struct MutantsReport {
+    /// How many seeds each planted bug and each system under test was given.
     pub budget: u64,
+    /// One row per planted bug, in the order they ran.
     pub rows: Vec<MutantRow>,
     /// One row per system under test, each of which must pass.
     pub references: Vec<ReferenceRow>,
@@ -78,9 +87,13 @@ impl MutantsReport {
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct MutantsOptions {
+    /// How many seeds each planted bug is given before it counts as surviving.
     pub budget: u64,
+    /// The first seed of each sweep's range.
     pub first_seed: u64,
+    /// How many seeds run at once.
     pub jobs: usize,
+    /// The database backend every seed runs against.
     pub backend: Backend,
     /// The workload every seed is drawn within.
     pub shape: WorkloadShape,
@@ -120,6 +133,7 @@ pub const START_STRIDE: u64 = 1_000_000;
 /// One planted bug's searches from several first seeds.
 #[derive(Debug, Clone)]
 pub struct StartsRow {
+    /// The name of the system with the planted bug.
     pub system: String,
     /// Seeds to first failure from each start (`None` where the budget ran out).
     pub seeds_to_failure: Vec<Option<u64>>,

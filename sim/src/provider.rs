@@ -26,11 +26,15 @@ use commitgap::provider::{CallError, ProviderReply, ProviderRequest};
 /// One real side effect (a shipment), as the provider performed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Effect {
+    /// The provider's id for the effect (`shp-1`), numbered in order performed.
     pub id: String,
     /// The business operation named by the payload, e.g. `tenant-a/order-1/fulfill/v1`.
     pub operation: String,
+    /// The idempotency key the request was sent under.
     pub idempotency_key: String,
+    /// The request body the provider acted on.
     pub payload: String,
+    /// Virtual time the provider performed the effect, in milliseconds.
     pub at_ms: i64,
 }
 
@@ -150,6 +154,7 @@ pub enum Quirk {
 /// What one request did at the provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handled {
+    /// The reply the caller gets, or the call's error.
     pub result: Result<ProviderReply, CallError>,
     /// Index of the effect this request performed, if it performed one.
     pub new_effect: Option<usize>,
@@ -513,6 +518,7 @@ impl ProviderModel {
             .map(|&index| &self.effects[index])
     }
 
+    /// The effect with index `index`, in the order performed.
     pub fn effect(&self, index: usize) -> &Effect {
         &self.effects[index]
     }

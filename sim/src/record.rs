@@ -14,14 +14,21 @@ use crate::view::RowDiff;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     /// The sender, signing with the endpoint's secret at `timestamp_s` by its own clock.
-    Sender { timestamp_s: i64 },
+    Sender {
+        /// The signature's timestamp by the sender's clock, in seconds.
+        timestamp_s: i64,
+    },
     /// An attacker or a misbehaving sender: `attack` names what is wrong with it.
-    Hostile { attack: String },
+    Hostile {
+        /// Name of what is wrong with the delivery.
+        attack: String,
+    },
 }
 
 /// What one step changed.
 #[derive(Debug, Default)]
 pub struct StepRecord {
+    /// Transactions committed in this step.
     pub commits: Vec<CommitRecord>,
     /// Indexes of effects the provider performed in this step.
     pub new_effects: Vec<usize>,
@@ -37,6 +44,7 @@ pub struct StepRecord {
 }
 
 impl StepRecord {
+    /// Whether nothing at all was recorded in this step.
     pub fn is_empty(&self) -> bool {
         self.commits.is_empty()
             && self.new_effects.is_empty()
@@ -46,6 +54,7 @@ impl StepRecord {
             && self.transactions_left_open.is_empty()
     }
 
+    /// Empties every list, ready for the next step.
     pub fn clear(&mut self) {
         self.commits.clear();
         self.new_effects.clear();
@@ -59,7 +68,9 @@ impl StepRecord {
 /// One request a process sent to the provider.
 #[derive(Debug)]
 pub struct RequestRecord {
+    /// Process that sent the request.
     pub process_id: String,
+    /// Operation key the request was about.
     pub key: String,
     /// The body of a `Send`; `None` for a lookup.
     pub payload: Option<String>,
@@ -70,7 +81,9 @@ pub struct RequestRecord {
 /// One reply (or timeout) a process received from the provider.
 #[derive(Debug)]
 pub struct ReplyRecord {
+    /// Process that received the reply.
     pub process_id: String,
+    /// Operation key of the request answered.
     pub key: String,
     /// The business operation of the request, when it was a readable `Send`.
     pub operation: Option<String>,
@@ -87,15 +100,20 @@ pub struct CommitRecord {
     pub process_id: String,
     /// The attack, when the committing task was handling a hostile delivery.
     pub hostile: Option<String>,
+    /// Row changes the transaction made, per observed table.
     pub diffs: Vec<RowDiff>,
 }
 
 /// One answer a receiver gave.
 #[derive(Debug)]
 pub struct AnswerRecord {
+    /// Receiver process that answered.
     pub process_id: String,
+    /// Account the delivered event came from.
     pub account: String,
+    /// Upstream event id of the delivery.
     pub event_id: String,
+    /// What the receiver answered.
     pub answer: Answer,
     /// Who made the delivery.
     pub origin: Origin,

@@ -37,17 +37,25 @@ pub struct SweepSummary {
     pub system: String,
     /// The range is `first_seed..first_seed + seeds`.
     pub first_seed: u64,
+    /// How many seeds the range holds.
     pub seeds: u64,
     /// The shard this sweep ran, if it ran one.
     pub shard: Option<Shard>,
+    /// Seeds run at once, on as many threads.
     pub jobs: usize,
+    /// Name of the database backend the seeds ran on.
     pub backend: String,
+    /// Whether every seed ran twice to check that both runs were the same.
     pub check_determinism: bool,
+    /// The wall-time budget, in seconds, if the sweep had one.
     pub time_budget_s: Option<u64>,
     /// The shard's share of the range: what would have run without a time budget.
     pub seeds_planned: u64,
+    /// Seeds that ran to an outcome.
     pub seeds_run: u64,
+    /// Steps taken over all seeds that ran.
     pub steps: u64,
+    /// Wall time the sweep took, in milliseconds.
     pub wall_ms: u64,
     /// One entry per problem found, sorted by seed.
     pub failures: Vec<FailedSeed>,
@@ -66,6 +74,7 @@ pub struct SweepSummary {
 /// One problem found in one seed: an invariant that failed, or two runs that differed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailedSeed {
+    /// The seed that failed.
     pub seed: u64,
     /// The invariant that failed, or `NONDETERMINISM` when two runs of the seed differed.
     pub invariant: String,
@@ -93,14 +102,18 @@ pub const UNSETTLED: &str = "did-not-settle";
 /// A seed that could not run at all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SeedError {
+    /// The seed that could not run.
     pub seed: u64,
+    /// Why the seed could not run.
     pub message: String,
+    /// The command that runs the seed again.
     pub replay: String,
 }
 
 /// How long the sweep took to find its first failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FirstFailureSummary {
+    /// The first seed that failed.
     pub seed: u64,
     /// Seeds of this sweep up to and including the failing one, in seed order.
     pub seeds_until: u64,
@@ -118,6 +131,7 @@ impl SweepSummary {
         )
     }
 
+    /// Seeds run per second of wall time.
     pub fn seeds_per_second(&self) -> f64 {
         self.seeds_run as f64 / (self.wall_ms as f64 / 1000.0).max(1e-3)
     }

@@ -63,7 +63,9 @@ fn stream_id(label: &str) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RatioFields")]
 pub struct Ratio {
+    /// Chances in favour, at most `denominator`.
     pub numerator: u32,
+    /// Chances in all; never zero.
     pub denominator: u32,
 }
 
@@ -96,11 +98,13 @@ impl TryFrom<RatioFields> for Ratio {
 }
 
 impl Ratio {
+    /// The probability zero.
     pub const NEVER: Ratio = Ratio {
         numerator: 0,
         denominator: 1,
     };
 
+    /// The ratio `numerator / denominator`; panics unless it is a probability.
     pub const fn new(numerator: u32, denominator: u32) -> Ratio {
         assert!(denominator > 0 && numerator <= denominator);
         Ratio {

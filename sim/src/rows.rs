@@ -12,6 +12,7 @@ use commitgap::env::Value;
 pub struct RowChange {
     /// Index into the observed tables.
     pub table: usize,
+    /// SQLite rowid of the changed row.
     pub rowid: i64,
     /// The row's values after the change, or `None` if it was deleted.
     pub values: Option<Vec<Value>>,
@@ -21,7 +22,9 @@ pub struct RowChange {
 /// (`state`) and the other values the model predicts (`fields`, as text).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EntityState {
+    /// Name of the state transitions are judged on.
     pub state: String,
+    /// Other values the model predicts, by name, as text.
     pub fields: BTreeMap<String, String>,
 }
 
@@ -59,9 +62,11 @@ impl std::fmt::Display for EntityState {
 /// A row as the invariants see it, whatever the system's schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ObservedRow {
+    /// A receipt recording that an upstream event was processed.
     Receipt(ReceiptRow),
     /// A business entity's row, in its domain's words.
     Entity(EntityRow),
+    /// Work owed to the provider.
     Obligation(ObligationRow),
     /// A row of one of the system's own tables (a job queue, an audit log), kept as the decoder
     /// wrote it for the system's own invariants; the built-in invariants ignore it.
@@ -72,8 +77,11 @@ pub enum ObservedRow {
 /// chooses (unique within the table for a correct system) and named fields as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnRow {
+    /// Name of the system's own table the row belongs to.
     pub table: String,
+    /// Key the decoder chose, unique within the table for a correct system.
     pub key: String,
+    /// Named fields as `(name, value)` pairs, as text.
     pub fields: Vec<(String, String)>,
 }
 
@@ -90,7 +98,9 @@ impl OwnRow {
 /// "Upstream event `(account, event_id)` was processed."
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptRow {
+    /// Account the upstream event came from.
     pub account: String,
+    /// Upstream event id, unique within the account.
     pub event_id: String,
 }
 
@@ -98,8 +108,11 @@ pub struct ReceiptRow {
 /// [`crate::domain::Domain`]): the payments domain's order, a CI domain's branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntityRow {
+    /// Tenant the entity belongs to.
     pub tenant: String,
+    /// Entity's identifier within its tenant (an order, a branch).
     pub subject: String,
+    /// Entity's current state, in its domain's words.
     pub state: EntityState,
 }
 
@@ -110,6 +123,7 @@ pub struct ObligationRow {
     pub operation_key: String,
     /// The persisted request body, sent as is on every attempt.
     pub payload: String,
+    /// Where the obligation stands: owed, done or dead.
     pub status: ObligationStatus,
     /// The fencing token of the current (or last) lease; it only grows.
     pub lease_token: i64,
@@ -125,6 +139,7 @@ pub struct ObligationRow {
     pub dead_reason: Option<String>,
 }
 
+/// Where an obligation to the provider stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ObligationStatus {
     /// Not yet confirmed by the provider, leased or not.

@@ -36,11 +36,15 @@ use crate::world::{Item, Origin, TaskId, TaskKind};
 pub struct ScenarioSetup {
     /// Picks the interleaving whenever several tasks are ready.
     pub seed: u64,
+    /// How many receiver processes start with the scenario.
     pub receivers: u32,
     /// Relay workers start with the scenario; zero leaves obligations owed.
     pub relay_workers: u32,
+    /// The relay workers' settings.
     pub relay: RelaySettings,
+    /// Upper bound on the provider's reply time, in milliseconds.
     pub provider_latency_ms_max: i64,
+    /// The database backend the scenario runs against.
     pub backend: Backend,
 }
 
@@ -65,6 +69,14 @@ pub struct Task(TaskId);
 pub struct Scenario {
     simulation: Simulation,
     failures: Vec<Failure>,
+}
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("failures", &self.failures)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Steps any one scenario call may take before it gives up.

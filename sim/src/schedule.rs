@@ -32,6 +32,7 @@ pub struct StepLine {
     /// The ready item's label, as the world labels ready items (its actor and what it was about
     /// to do).
     pub run: String,
+    /// The decisions made during the step, in the order they were made.
     pub decisions: Vec<Decision>,
     /// Parts of the line that are not decisions this build reads, with why; a run reports them
     /// and takes the default for what they meant to decide.
@@ -84,7 +85,9 @@ impl StepLine {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
+    /// The system's fixtures the run starts from.
     pub fixtures: Fixtures,
+    /// The events the sender emits, in workload order.
     pub events: Vec<EventSpec>,
     /// One line per step, as `StepLine` writes it.
     pub steps: Vec<String>,
@@ -338,18 +341,29 @@ pub const DEFAULT_LOOKAHEAD: usize = 24;
 #[derive(Debug)]
 pub enum Decider {
     /// Draw from the seeded streams; write each step down when `record` is on.
-    Seeded { record: bool, steps: Vec<StepLine> },
+    Seeded {
+        /// Whether each step is written down.
+        record: bool,
+        /// The steps written down so far.
+        steps: Vec<StepLine>,
+    },
     /// Follow a schedule, and write down what actually happened.
     Scheduled {
+        /// Schedule lines not yet matched to a step, in order.
         pending: VecDeque<StepLine>,
+        /// How many pending lines a step may look ahead to find a match (at least one).
         lookahead: usize,
+        /// The line matched to the current step, less the decisions already taken from it.
         current: StepLine,
+        /// The steps as they actually ran, written down so far.
         steps: Vec<StepLine>,
+        /// Lines skipped and decisions unused so far, one message each.
         report: Vec<String>,
     },
 }
 
 impl Decider {
+    /// Draws from the seeded streams, writing each step down when `record` is on.
     pub fn seeded(record: bool) -> Decider {
         Decider::Seeded {
             record,

@@ -44,7 +44,10 @@ pub const SEED_FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum Expectation {
     /// The run must fail this invariant.
-    Fails { invariant: String },
+    Fails {
+        /// The name of the invariant the run must fail.
+        invariant: String,
+    },
     /// The run must pass every invariant (a fixed bug kept as a regression).
     Passes,
     /// The run must reach its liveness bound before the world settles (see
@@ -94,21 +97,30 @@ impl std::fmt::Display for Expectation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeedFile {
+    /// The version of the seed file format this file is written in.
     pub format_version: u32,
+    /// The seed that was run.
     pub seed: u64,
+    /// The name of the system the seed ran against.
     pub system: String,
+    /// What a replay of this file must conclude.
     pub expect: Expectation,
     /// The failure as found when the file was written.
     pub failure: Option<Failure>,
     /// Set when the run, as found, reached its liveness bound before the world settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsettled: Option<Unsettled>,
+    /// How many simulation steps the run took as found.
     pub steps: u64,
+    /// The digest of the run's trace as found, which a replay must match.
     pub trace_digest: String,
     /// The command that replays this file.
     pub replay: String,
+    /// How often each fault model fired in the run as found.
     pub faults_fired: BTreeMap<String, u64>,
+    /// The fault decisions that mattered in the run as found, in order.
     pub fault_log: Vec<String>,
+    /// The configuration the seed drew.
     pub config: SimConfig,
     /// The run as found, written down step by step (absent from version 1 files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,18 +134,24 @@ pub struct SeedFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShrunkRun {
+    /// The failure the shrunk run ends in.
     pub failure: Failure,
+    /// How many simulation steps the shrunk run takes.
     pub steps: u64,
     /// Fault choices left in the schedule.
     pub faults: usize,
+    /// The digest of the shrunk run's trace, which a replay must match.
     pub trace_digest: String,
     /// Candidate runs the shrinker tried.
     pub runs: usize,
+    /// The configuration the shrunk run replays with.
     pub config: SimConfig,
+    /// The shrunk run, written down step by step.
     pub schedule: Schedule,
 }
 
 impl ShrunkRun {
+    /// The shrunk run that the shrinker found as the smallest failing candidate.
     pub fn from_shrunk(shrunk: &Shrunk) -> ShrunkRun {
         let best = &shrunk.shrunk;
         ShrunkRun {

@@ -38,6 +38,7 @@ pub enum SenderPreset {
 }
 
 impl SenderPreset {
+    /// Every sender preset.
     pub const ALL: [SenderPreset; 4] = [
         SenderPreset::StripeLike,
         SenderPreset::Svix,
@@ -50,6 +51,7 @@ impl SenderPreset {
         SenderPreset::ALL.into_iter().find(|preset| preset.name() == name)
     }
 
+    /// The preset's short name, as written in configurations and seed files.
     pub fn name(self) -> &'static str {
         match self {
             SenderPreset::StripeLike => "stripe-like",
@@ -140,6 +142,7 @@ pub struct Stream {
     pub event: usize,
     /// Which subscription, from 1.
     pub subscription: u32,
+    /// Where the stream's delivery stands.
     pub state: EventState,
     /// Scheduled attempts started so far.
     pub attempts: u32,
@@ -191,10 +194,12 @@ impl Sender {
         }
     }
 
+    /// The retry policy the sender follows.
     pub fn preset(&self) -> SenderPreset {
         self.preset
     }
 
+    /// The stream at `index`, in the sender's order.
     pub fn stream(&self, index: usize) -> &Stream {
         &self.streams[index]
     }

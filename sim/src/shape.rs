@@ -21,7 +21,9 @@ use crate::sender::SenderPreset;
 /// and in shape files alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountRange {
+    /// The least count, inclusive.
     pub min: u32,
+    /// The greatest count, inclusive.
     pub max: u32,
 }
 
@@ -51,6 +53,7 @@ impl<'de> Deserialize<'de> for CountRange {
 }
 
 impl CountRange {
+    /// The range holding `count` alone.
     pub fn exactly(count: u32) -> CountRange {
         CountRange {
             min: count,

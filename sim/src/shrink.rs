@@ -21,10 +21,15 @@ use crate::system::System;
 /// A run as the shrinker sees it: configuration, schedule, and what it did.
 #[derive(Debug, Clone)]
 pub struct Candidate {
+    /// The configuration the run replays with.
     pub config: SimConfig,
+    /// The run, written down step by step.
     pub schedule: Schedule,
+    /// The invariant failure the run ends in.
     pub failure: Failure,
+    /// How many simulation steps the run took.
     pub steps: u64,
+    /// A digest of the run's trace.
     pub digest: String,
 }
 
@@ -58,7 +63,9 @@ impl Candidate {
 /// The result of shrinking.
 #[derive(Debug, Clone)]
 pub struct Shrunk {
+    /// The failing run the shrinker started from.
     pub original: Candidate,
+    /// The smallest candidate found that fails the same way.
     pub shrunk: Candidate,
     /// Candidate runs tried.
     pub runs: usize,

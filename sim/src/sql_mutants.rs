@@ -38,7 +38,9 @@ pub enum Rewrite {
     DropConjunct(usize),
     /// Drop the whole WHERE clause (it had one condition).
     DropWhere,
+    /// Drop the `ON CONFLICT` clause.
     DropOnConflict,
+    /// Drop the `RETURNING` clause.
     DropReturning,
     /// `BEGIN IMMEDIATE` becomes a deferred `BEGIN`.
     DeferredBegin,
@@ -46,6 +48,7 @@ pub enum Rewrite {
     PlainInsert,
     /// The statement is not run at all (it changes nothing and returns no rows).
     DropStatement,
+    /// `COMMIT` becomes `ROLLBACK`.
     CommitToRollback,
     /// Schema: drop this column from a multi-column `UNIQUE` or `PRIMARY KEY` (or drop the
     /// single-column constraint itself).
@@ -73,6 +76,7 @@ impl fmt::Display for Rewrite {
 pub struct Mutant {
     /// The statement as the system sends it, or the schema object's `CREATE` text.
     pub original: String,
+    /// The change made to it.
     pub rewrite: Rewrite,
     /// What runs instead; `None` when the statement is dropped.
     pub replacement: Option<String>,
@@ -474,7 +478,17 @@ pub struct MutatedSystem {
     learned: Option<Arc<Mutex<BTreeSet<String>>>>,
 }
 
+impl fmt::Debug for MutatedSystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MutatedSystem")
+            .field("mutant", &self.mutant)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl MutatedSystem {
+    /// Wraps `inner` with `mutant` applied, named with the mutant's `number`.
     pub fn new(inner: Arc<dyn System>, mutant: Mutant, number: usize) -> MutatedSystem {
         MutatedSystem {
             name: format!("{}~sql-mutant-{number}", inner.name()),
@@ -746,7 +760,9 @@ pub fn schema_of(system: &Arc<dyn System>) -> Result<Vec<String>, String> {
 /// What became of one mutant.
 #[derive(Debug, Clone)]
 pub struct MutantResult {
+    /// The mutant that was applied.
     pub mutant: Mutant,
+    /// The mutant's number, as in the mutated system's name.
     pub number: usize,
     /// `(invariant or verdict, seeds to the first failure)` when caught.
     pub caught: Option<(String, u64)>,
@@ -757,10 +773,15 @@ pub struct MutantResult {
 /// How `mutants --sql` runs.
 #[derive(Debug, Clone)]
 pub struct SqlMutantsOptions {
+    /// How many seeds each mutant is given before it counts as surviving.
     pub budget: u64,
+    /// The first seed of each mutant's sweep.
     pub first_seed: u64,
+    /// How many seeds run at once.
     pub jobs: usize,
+    /// The database backend every seed runs against.
     pub backend: Backend,
+    /// The workload every seed is drawn within.
     pub shape: WorkloadShape,
     /// Seeds run to learn the statements.
     pub learning_seeds: u64,

@@ -22,10 +22,15 @@ use crate::system::System;
 /// One simulation, as proptest generates and shrinks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimCase {
+    /// The seed the simulation runs with.
     pub seed: u64,
+    /// How many tenants the workload has.
     pub tenants: u32,
+    /// How many orders each tenant has.
     pub orders_per_tenant: u32,
+    /// How many receiver processes run.
     pub receivers: u32,
+    /// How many relay worker processes run.
     pub relay_workers: u32,
     /// The fault models switched on; every other one is off.
     pub faults: BTreeSet<String>,

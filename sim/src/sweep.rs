@@ -32,11 +32,17 @@ use crate::system::System;
 /// What to sweep.
 #[derive(Clone)]
 pub struct SweepOptions {
+    /// The system under test.
     pub system: Arc<dyn System>,
+    /// The first seed of the range.
     pub first_seed: u64,
+    /// How many consecutive seeds the range holds.
     pub seeds: u64,
+    /// How many seeds run at once, each on its own thread.
     pub jobs: usize,
+    /// The database backend each seed runs against.
     pub backend: Backend,
+    /// Run every seed twice and report a divergence if the traces differ.
     pub check_determinism: bool,
     /// Turn every fault model on for every seed instead of a random subset (swarm testing).
     pub every_fault: bool,
@@ -44,6 +50,20 @@ pub struct SweepOptions {
     pub shape: WorkloadShape,
     /// The fault models, added invariants and replay command of the program or test.
     pub registry: Arc<Registry>,
+}
+
+impl std::fmt::Debug for SweepOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SweepOptions")
+            .field("first_seed", &self.first_seed)
+            .field("seeds", &self.seeds)
+            .field("jobs", &self.jobs)
+            .field("backend", &self.backend)
+            .field("check_determinism", &self.check_determinism)
+            .field("every_fault", &self.every_fault)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One of `count` disjoint slices of a sweep's seed range, numbered from 1.
@@ -126,6 +146,7 @@ impl FromStr for Shard {
 pub struct StopFlag(Arc<AtomicBool>);
 
 impl StopFlag {
+    /// A flag that is not raised.
     pub fn new() -> StopFlag {
         StopFlag::default()
     }
@@ -135,6 +156,7 @@ impl StopFlag {
         self.0.store(true, Ordering::SeqCst);
     }
 
+    /// Whether the flag has been raised.
     pub fn is_raised(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
@@ -150,7 +172,9 @@ impl StopFlag {
 /// seeds and a stop flag with the same effect, and whether the report lists every seed's digest.
 #[derive(Debug, Clone)]
 pub struct SweepLimits {
+    /// Which slice of the seed range this sweep runs.
     pub shard: Shard,
+    /// Wall time after which no new seed is handed out; `None` runs without a limit.
     pub time_budget: Option<Duration>,
     /// Hand out no new seed once this many seeds have failed or could not run; the seeds already
     /// running finish, so a sweep over several jobs may end with up to `jobs - 1` more. `None`,
@@ -182,7 +206,12 @@ pub enum Found<'a> {
     /// A seed failed an invariant, did not settle, or ran differently twice.
     Failure(&'a SeedResult),
     /// A seed could not run at all.
-    Error { seed: u64, message: &'a str },
+    Error {
+        /// The seed that could not run.
+        seed: u64,
+        /// Why it could not run.
+        message: &'a str,
+    },
 }
 
 /// How far a sweep has got, as reported after each seed.
@@ -243,6 +272,7 @@ impl fmt::Display for Progress {
 /// The failing seed that comes first in the sweep's seed order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FirstFailure {
+    /// The failing seed.
     pub seed: u64,
     /// Seeds of this sweep up to and including this one, in seed order (for an unsharded sweep,
     /// its index in the range plus one).
@@ -259,6 +289,7 @@ pub struct Divergence {
     /// Each run's trace from that line on, at most [`DIVERGENCE_CONTEXT_LINES`] lines; a trace
     /// that ended there reads `(trace ended)`.
     pub first: Vec<String>,
+    /// The second run's trace from that line on, like `first`.
     pub second: Vec<String>,
 }
 
@@ -302,7 +333,9 @@ impl Divergence {
 /// The result of one seed.
 #[derive(Debug, Clone)]
 pub struct SeedResult {
+    /// What the seed's (first) run produced.
     pub outcome: RunOutcome,
+    /// How the seed's two runs differed, if the determinism check found a difference.
     pub divergence: Option<Divergence>,
     /// Wall time from the start of the sweep until this result arrived.
     pub finished_after: Duration,
@@ -333,7 +366,9 @@ pub struct SweepReport {
     pub failures: Vec<SeedResult>,
     /// Seeds that could not run at all, with the reason, sorted by seed.
     pub errors: Vec<(u64, String)>,
+    /// Simulation steps taken, summed over every seed that ran.
     pub steps: u64,
+    /// Wall time the sweep took.
     pub wall: Duration,
     /// Every seed's digest, sorted by seed, when [`SweepLimits::keep_digests`] asked for them
     /// (determinism tests do); empty otherwise.
@@ -346,6 +381,7 @@ pub struct SweepReport {
 }
 
 impl SweepReport {
+    /// Seeds run per second of wall time.
     pub fn seeds_per_second(&self) -> f64 {
         self.seeds_run as f64 / self.wall.as_secs_f64().max(1e-9)
     }

@@ -19,7 +19,9 @@ pub type RowRef = (usize, i64);
 /// A row before and after one commit. At least one side is present.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowDiff {
+    /// The row before the commit, or `None` if the commit created it.
     pub before: Option<ObservedRow>,
+    /// The row after the commit, or `None` if the commit deleted it.
     pub after: Option<ObservedRow>,
 }
 

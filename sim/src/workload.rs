@@ -31,6 +31,7 @@ impl Fixtures {
 /// One business entity a run starts with.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SubjectFixture {
+    /// The tenant the entity belongs to.
     pub tenant: String,
     /// The entity's name within its tenant (`order-1`, `repo-1/main`).
     #[serde(alias = "order")]
@@ -71,13 +72,16 @@ impl SubjectFixture {
 /// manual resend.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtraDelivery {
+    /// Virtual time of the delivery, in milliseconds.
     pub at_ms: i64,
+    /// Why it happens, for the trace (`spontaneous duplicate`, `manual resend`).
     pub reason: String,
 }
 
 /// One event the sender will emit, and how it will be delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventSpec {
+    /// The upstream account that emits the event.
     pub account: String,
     /// Unique within the account only.
     pub event_id: String,
@@ -200,6 +204,7 @@ fn push_json_field<T: serde::Serialize + ?Sized>(body: &mut Vec<u8>, name: &str,
 /// The ground truth of a run: fixtures and the events that will be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workload {
+    /// The accounts and business entities the run starts with.
     pub fixtures: Fixtures,
     /// Sorted by creation time.
     pub events: Vec<EventSpec>,

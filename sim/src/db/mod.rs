@@ -80,7 +80,9 @@ pub use reuse::reusing_databases;
 /// What a statement returned.
 #[derive(Debug, PartialEq)]
 pub enum StatementOutput {
+    /// Rows changed by an execute.
     Changed(usize),
+    /// Rows returned by a query.
     Rows(Vec<Row>),
 }
 
@@ -88,6 +90,7 @@ pub enum StatementOutput {
 /// A connection opens at its first statement, as in the run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SqlOp {
+    /// A statement ran.
     Statement(RecordedStatement),
     /// A task ended with a transaction open and its connection rolled it back.
     RollBack(ConnectionId),
@@ -98,24 +101,33 @@ pub enum SqlOp {
 /// One statement as a process ran it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedStatement {
+    /// The connection the statement ran on.
     pub connection: ConnectionId,
+    /// The statement's SQL text.
     pub sql: String,
+    /// The values bound to its parameters.
     pub params: Vec<Value>,
     /// Whether the caller read rows (a query) or a change count (an execute).
     pub wants_rows: bool,
+    /// What the statement returned.
     pub result: StatementResult,
 }
 
 /// What a statement returned, reduced to what a faithful replay must reproduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatementResult {
+    /// An execute changed this many rows.
     Changed(usize),
+    /// A query returned this many rows.
     Rows(usize),
+    /// Another connection held a conflicting lock (`SQLITE_BUSY` or `SQLITE_LOCKED`).
     Busy,
+    /// Any other error.
     Failed,
 }
 
 impl StatementResult {
+    /// Reduces a statement's output or error to what a replay must reproduce.
     pub fn of(result: &Result<StatementOutput, DbError>) -> StatementResult {
         match result {
             Ok(StatementOutput::Changed(count)) => StatementResult::Changed(*count),
@@ -159,6 +171,12 @@ fn configure_sqlite_once() {
             rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int);
         }
     });
+}
+// Written by hand: it holds connections, futures or closures that cannot print themselves.
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").finish_non_exhaustive()
+    }
 }
 
 /// The database of one run.
@@ -249,6 +267,7 @@ impl Database {
         }
     }
 
+    /// Where this database lives.
     pub fn backend(&self) -> Backend {
         self.store.backend
     }

@@ -161,6 +161,12 @@ pub(super) struct SchemaImage {
     pub(super) user_version: i64,
     pub(super) application_id: i64,
 }
+// Written by hand: it holds connections, futures or closures that cannot print themselves.
+impl std::fmt::Debug for SchemaSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaSnapshot").finish_non_exhaustive()
+    }
+}
 
 /// What a set-up had written when
 /// [`Database::schema_snapshot`](super::Database::schema_snapshot) looked.

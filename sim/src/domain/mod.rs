@@ -161,6 +161,7 @@ pub enum Owing {
 /// An operation the model owes the provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owed {
+    /// Whether the operation is owed in every arrival order or only in some.
     pub owing: Owing,
     /// Every payload the effect may carry (more than one where arrival order decides a value).
     pub payloads: BTreeSet<String>,

@@ -52,19 +52,30 @@ impl Fault for Attacker {
 /// What is wrong with one hostile request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Attack {
+    /// A well-formed signature made with a guessed key.
     ForgedSignature,
+    /// The genuine signature over a body that was changed after signing.
     TamperedBody,
+    /// A correctly signed request whose timestamp is far outside the tolerance window.
     StaleReplay,
+    /// A request signed with a secret that has been retired.
     RetiredSecret,
+    /// A correctly signed body that names another account.
     CrossAccount,
+    /// A correctly signed body cut in half, so it is not valid JSON.
     MalformedBody,
+    /// A correctly signed body padded beyond the maximum body size.
     OversizedBody,
+    /// A correctly signed event of a type the receiver does not handle.
     UnknownType,
+    /// A correctly signed event whose contents are invalid.
     InvalidEvent,
+    /// A correctly signed event that reuses a delivered event's id with different contents.
     ReusedEventId,
 }
 
 impl Attack {
+    /// Every kind of attack.
     pub const ALL: [Attack; 10] = [
         Attack::ForgedSignature,
         Attack::TamperedBody,
@@ -81,6 +92,7 @@ impl Attack {
     /// The attacks of seed files written before `invalid-event` existed, which draw from these.
     const BEFORE_INVALID_EVENT: usize = 8;
 
+    /// The attack's short name, as written in fault logs and seed files.
     pub fn name(self) -> &'static str {
         match self {
             Attack::ForgedSignature => "forged-signature",
@@ -96,6 +108,7 @@ impl Attack {
         }
     }
 
+    /// The attack with this short name, if any.
     pub fn from_name(name: &str) -> Option<Attack> {
         Attack::ALL.into_iter().find(|attack| attack.name() == name)
     }

@@ -58,20 +58,31 @@ use crate::workload::EventSpec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PointAction {
     /// Crash the process here and restart it after the delay.
-    Crash { restart_after_ms: i64 },
+    Crash {
+        /// How long the process stays down before it restarts, in milliseconds.
+        restart_after_ms: i64,
+    },
     /// Stop the task here for a while, without running its next operation (a GC pause, a
     /// stopped VM, a slow handler).
-    Pause { duration_ms: i64 },
+    Pause {
+        /// How long the task stays stopped, in milliseconds.
+        duration_ms: i64,
+    },
     /// Fail the statement about to run with `failure`, without running it. An open transaction
     /// stays open unless `rolled_back`: SQLite may or may not roll a transaction back when a
     /// statement (a `COMMIT` included) fails for a full disk or an I/O error, and does not for a
     /// busy one.
     FailStatement {
+        /// The error the statement fails with.
         failure: StatementFailure,
+        /// Whether the failure also rolled back the open transaction.
         rolled_back: bool,
     },
     /// Set the process's clock this far from true time (an NTP step).
-    ClockJump { offset_ms: i64 },
+    ClockJump {
+        /// The clock's new offset from true time, in milliseconds (negative is behind).
+        offset_ms: i64,
+    },
 }
 
 /// How a fault makes a statement fail: one of the errors a real SQLite returns for reasons
@@ -87,12 +98,14 @@ pub enum StatementFailure {
 }
 
 impl StatementFailure {
+    /// Every kind of statement failure.
     pub const ALL: [StatementFailure; 3] = [
         StatementFailure::Busy,
         StatementFailure::Full,
         StatementFailure::Io,
     ];
 
+    /// The failure's short name, as written in fault logs and seed files.
     pub fn name(self) -> &'static str {
         match self {
             StatementFailure::Busy => "busy",
@@ -182,22 +195,40 @@ impl PointAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimerAction {
     /// Call [`FaultModel::on_timer`] again at `at_ms`.
-    WakeAt { at_ms: i64 },
+    WakeAt {
+        /// The virtual time to wake at, in milliseconds.
+        at_ms: i64,
+    },
     /// Run the purge job now, deleting receipts received before `older_than_ms`.
-    PurgeReceipts { older_than_ms: i64 },
+    PurgeReceipts {
+        /// Receipts received before this virtual time, in milliseconds, are deleted.
+        older_than_ms: i64,
+    },
     /// Send one hostile request, copied from one of the deliveries made so far (`target` picks
     /// which, modulo their number).
-    Attack { attack: Attack, target: u64 },
+    Attack {
+        /// What is wrong with the hostile request.
+        attack: Attack,
+        /// Picks the delivery to copy, modulo the number made so far.
+        target: u64,
+    },
     /// Set the sender's clock this far from true time.
-    SenderClock { offset_ms: i64 },
+    SenderClock {
+        /// The sender clock's offset from true time, in milliseconds (negative is behind).
+        offset_ms: i64,
+    },
 }
 
 /// The kinds of simulated process, as a fault model sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ProcessRole {
+    /// A process that receives webhook deliveries.
     Receiver,
+    /// A worker that relays outbox work to the provider.
     RelayWorker,
+    /// The job that purges old receipts.
     Purger,
+    /// The process that carries out operator actions.
     Operator,
 }
 
@@ -231,7 +262,9 @@ impl PendingOp {
 pub struct SchedulingPoint<'a> {
     /// True virtual time (not the process's own clock).
     pub now_ms: i64,
+    /// The kind of process about to act.
     pub role: ProcessRole,
+    /// What the process is about to do.
     pub op: &'a PendingOp,
 }
 
@@ -447,12 +480,17 @@ pub trait FaultModel {
 /// What a fault model's settings may depend on.
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct FaultContext {
+    /// How long the fault phase lasts, in virtual milliseconds.
     pub fault_phase_ms: i64,
     /// Events are created within this window, so most work happens in it.
     pub emit_window_ms: i64,
+    /// How long an idempotency key stays valid, in milliseconds.
     pub key_lifetime_ms: i64,
+    /// How long the sender waits for an answer before giving up, in milliseconds.
     pub sender_timeout_ms: i64,
+    /// How long a provider call waits for a reply before timing out, in milliseconds.
     pub call_timeout_ms: i64,
+    /// How long a worker's lease on a job lasts, in milliseconds.
     pub lease_ms: i64,
     /// Clocks never drift further from true time than this.
     pub clock_skew_ms_max: i64,

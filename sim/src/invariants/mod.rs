@@ -111,6 +111,7 @@ pub enum InvariantKind {
 }
 
 impl InvariantKind {
+    /// The kind's short name, as written in reports.
     pub fn name(self) -> &'static str {
         match self {
             InvariantKind::Safety => "safety",
@@ -131,6 +132,7 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// The layer's short name, as written in reports.
     pub fn name(self) -> &'static str {
         match self {
             Layer::Pattern => "pattern",
@@ -142,9 +144,11 @@ impl Layer {
 
 /// One invariant.
 pub trait Invariant: Send + Sync {
+    /// The invariant's short name, as written in failures and seed files.
     fn name(&self) -> &'static str;
     /// What it asserts, in one line.
     fn description(&self) -> &'static str;
+    /// When the invariant is checked.
     fn kind(&self) -> InvariantKind;
     /// Which layer it belongs to. A domain's invariants say [`Layer::Domain`]; one a team adds
     /// through `App::invariant` or `harness::Check::invariant` is listed as [`Layer::Own`]
@@ -280,6 +284,15 @@ pub struct Observation<'a> {
     pub domain: &'a dyn Domain,
     /// What the domain says the run must end in.
     pub model: &'a Model,
+}
+
+impl std::fmt::Debug for Observation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observation")
+            .field("now_ms", &self.now_ms)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Observation<'_> {

@@ -10,6 +10,8 @@
 
 use super::{Invariant, InvariantKind, Layer, Observation};
 
+/// The invariant that, after heal, owed work keeps making progress (see the module documentation).
+#[derive(Debug)]
 pub struct WorkProgressesAfterHeal;
 
 /// The invariant's name, which the liveness phase looks for.

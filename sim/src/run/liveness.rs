@@ -22,6 +22,7 @@ use crate::world::World;
 pub struct Unsettled {
     /// The step and virtual time at which the bound was reached.
     pub step: u64,
+    /// The virtual time at which the bound was reached, in milliseconds.
     pub time_ms: i64,
     /// The bound, as a reader reads it: `50000 steps after heal` or `5 days of virtual time after heal`.
     pub bound: String,

@@ -49,6 +49,7 @@ pub use liveness::{Unsettled, liveness_bounds};
 /// How to run a seed.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The database backend the seed runs against.
     pub backend: Backend,
     /// The fault models a seed draws, the invariants added to the built-in ones and the command
     /// that replays a failure: the program's or the test's (see [`crate::registry`]).
@@ -98,22 +99,34 @@ impl Default for RunOptions {
 /// An invariant that failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
+    /// The name of the invariant that failed.
     pub invariant: String,
+    /// The invariant's kind (safety or liveness), as its name.
     pub kind: String,
+    /// The step at which the invariant failed.
     pub step: u64,
+    /// The virtual time at which it failed, in milliseconds.
     pub time_ms: i64,
+    /// What the invariant found wrong.
     pub message: String,
 }
 
 /// What a run did and concluded.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// The seed that ran.
     pub seed: u64,
+    /// The name of the system under test.
     pub system: String,
+    /// The configuration the seed drew.
     pub config: SimConfig,
+    /// How many simulation steps the run took.
     pub steps: u64,
+    /// The virtual time at which the run ended, in milliseconds.
     pub end_ms: i64,
+    /// A digest of the run's trace, equal for runs that went the same way.
     pub digest: String,
+    /// The invariant that failed, if one did.
     pub failure: Option<Failure>,
     /// Set when the run reached its liveness bound before the world settled; the liveness
     /// invariants were then not judged (safety held up to that point, or `failure` says not).
@@ -131,6 +144,7 @@ pub struct RunOutcome {
     pub fault_log: Vec<String>,
     /// Every step's record, if they were kept.
     pub trace: Option<Vec<crate::trace::TraceStep>>,
+    /// How many effects the provider applied during the run.
     pub effects: usize,
     /// The run written down, if it was recorded (always for a scheduled run).
     pub schedule: Option<Schedule>,
@@ -157,8 +171,11 @@ impl RunOutcome {
 /// that [`System::set_up`] loads first, then every operation in order.
 #[derive(Debug, Clone)]
 pub struct RecordedSql {
+    /// The backend the statements ran on.
     pub backend: Backend,
+    /// The fixtures loaded at set-up, before any operation.
     pub fixtures: crate::system::Fixtures,
+    /// Every operation after set-up, in the order it ran.
     pub ops: Vec<crate::db::SqlOp>,
 }
 

@@ -77,7 +77,12 @@ pub enum SqlOutcome {
     /// Rows changed by an insert, update or delete.
     Changed(usize),
     /// Rows returned, and the first of them.
-    Rows { count: usize, first: Option<Vec<Value>> },
+    Rows {
+        /// Number of rows returned.
+        count: usize,
+        /// The first row returned, or `None` when there was none.
+        first: Option<Vec<Value>>,
+    },
     /// The error the statement returned.
     Failed(String),
 }
@@ -87,15 +92,32 @@ pub enum SqlOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
     /// A worker took the lease on an obligation: its token grew.
-    LeaseTaken { operation_key: String, token: i64 },
+    LeaseTaken {
+        /// Key of the obligation.
+        operation_key: String,
+        /// The lease's new fencing token.
+        token: i64,
+    },
     /// The lease's holder moved its expiry later.
-    LeaseExtended { operation_key: String },
+    LeaseExtended {
+        /// Key of the obligation.
+        operation_key: String,
+    },
     /// The lease was given up without the obligation settling (a retry later).
-    LeaseReleased { operation_key: String },
+    LeaseReleased {
+        /// Key of the obligation.
+        operation_key: String,
+    },
     /// The obligation is done.
-    Done { operation_key: String },
+    Done {
+        /// Key of the obligation.
+        operation_key: String,
+    },
     /// The obligation is dead.
-    Dead { operation_key: String },
+    Dead {
+        /// Key of the obligation.
+        operation_key: String,
+    },
 }
 
 impl Observed {
@@ -157,7 +179,10 @@ pub enum CallOutcome {
     /// It replied (or failed) now.
     Replied(Result<ProviderReply, String>),
     /// It is working on the request and will act after the caller's timeout.
-    Busy { for_ms: i64 },
+    Busy {
+        /// How long the provider will work on the request, in milliseconds.
+        for_ms: i64,
+    },
 }
 
 /// How a delivery came about.
@@ -187,52 +212,77 @@ pub enum Arrival {
 pub enum Happening {
     /// The run's set-up: the system, the seed and the size of the world.
     Setup {
+        /// Name of the system under test.
         system: String,
+        /// The run's seed.
         seed: u64,
+        /// Fixture rows written at set-up.
         rows: usize,
+        /// Upstream accounts among the fixtures.
         accounts: usize,
         /// Business entities among the fixtures.
         subjects: usize,
+        /// Events in the workload.
         events: usize,
+        /// Streams: deliveries of an event to one subscription.
         streams: usize,
+        /// Receiver processes.
         receivers: u32,
+        /// Relay worker processes.
         relay_workers: u32,
+        /// Name of the sender preset.
         sender: &'static str,
     },
     /// A statement ran (or a fault failed it without running, `injected`).
     Sql {
+        /// The statement's SQL text.
         statement: Arc<str>,
+        /// The values bound to the statement's parameters.
         params: Vec<Value>,
+        /// How the statement ended.
         outcome: SqlOutcome,
+        /// Whether a fault failed the statement without running it.
         injected: bool,
     },
     /// A transaction of the actor's committed: rows written, and what they changed.
     Committed {
+        /// Rows the transaction wrote.
         rows: usize,
+        /// What the commit changed about obligations and their leases.
         observed: Vec<Observed>,
     },
     /// A task ended with its transaction open, which was rolled back.
     TaskEndedInTransaction,
+    /// The actor's task went to sleep.
     Sleep {
+        /// How long the task sleeps, in milliseconds.
         duration_ms: i64,
     },
+    /// The actor's sleeping task woke.
     Wake,
     /// A request to the provider (a `send`, or a `lookup`).
     Call {
+        /// Whether the call was a `send` (true) or a `lookup` (false).
         send: bool,
+        /// The operation key the call was about.
         key: String,
+        /// What the provider did with the call.
         outcome: CallOutcome,
+        /// Whether the provider's reply was lost on its way to the caller.
         reply_lost: bool,
     },
     /// The reply (or the timeout) reached the caller.
     Reply(Result<ProviderReply, String>),
     /// A slow provider acted on a request whose caller had timed out.
     ProviderFinishes {
+        /// The operation key of the request.
         key: String,
+        /// The reply the provider made, or its error.
         outcome: Result<ProviderReply, String>,
     },
     /// The provider forgot a key, at the time the key-expiry fault set for it.
     KeyForgotten {
+        /// The operation key the provider forgot.
         key: String,
     },
     /// A receiver answered a delivery.
@@ -245,96 +295,149 @@ pub enum Happening {
     AnswerLostInCrash,
     /// The answer was lost on its way to the sender.
     AnswerLost {
+        /// The answer that was lost.
         answer: Answer,
+        /// Index of the stream the answer belonged to.
         stream: usize,
     },
     /// The sender got an answer.
     SenderGot {
+        /// The answer the sender got.
         answer: Answer,
+        /// Index of the stream the answer belongs to.
         stream: usize,
+        /// The attempt the answer is for.
         attempt: u32,
+        /// How the answered delivery came about.
         how: DeliveryHow,
+        /// Delay until the next attempt, in milliseconds, or `None` when none follows.
         next_attempt_in_ms: Option<i64>,
     },
     /// The sender created an event.
     Emit {
         /// The event's type on the wire.
         kind: String,
+        /// The event's id, unique within its account.
         event_id: String,
+        /// The upstream account the event belongs to.
         account: String,
+        /// The tenant of the entity the event is about.
         tenant: String,
+        /// The entity the event is about, within its tenant.
         subject: String,
+        /// Subscriptions the event is delivered to.
         subscriptions: usize,
     },
     /// The sender delivered an event.
     Deliver {
+        /// The delivered event's id.
         event_id: String,
+        /// The upstream account the event belongs to.
         account: String,
+        /// Index of the stream delivered.
         stream: usize,
+        /// How the delivery came about.
         how: DeliveryHow,
+        /// Where the delivery went.
         arrival: Arrival,
     },
     /// An attempt's timeout came: the next attempt is due in this long, or none (the attempt
     /// had settled).
     AttemptTimedOut {
+        /// Index of the stream whose attempt timed out.
         stream: usize,
+        /// The attempt that timed out.
         attempt: u32,
+        /// Delay until the next attempt, in milliseconds, or `None` when the sender gave up.
         next_attempt_in_ms: Option<i64>,
+        /// Whether the attempt had settled before its timeout.
         settled: bool,
     },
+    /// A process crashed.
     Crash {
+        /// The incarnation that crashed.
         process: String,
+        /// Tasks of the process dropped by the crash.
         tasks: usize,
+        /// Open transactions the crash rolled back.
         open_transactions: usize,
+        /// Delay until the process restarts, in milliseconds.
         restart_in_ms: i64,
     },
+    /// A crashed process restarted.
     Restart {
+        /// The new incarnation's id.
         process: String,
     },
+    /// A restart was due but the process was already up.
     RestartSkipped,
+    /// A process paused, running nothing (a GC pause, a stopped VM).
     Pause {
+        /// The process that paused.
         process: String,
+        /// How long the pause lasts, in milliseconds.
         duration_ms: i64,
     },
+    /// A process's clock was set away from true time.
     ClockSet {
+        /// The process whose clock moved.
         process: String,
+        /// The clock's new offset from true time, in milliseconds.
         offset_ms: i64,
     },
+    /// The sender's clock was set away from true time.
     SenderClockSet {
+        /// The clock's new offset from true time, in milliseconds.
         offset_ms: i64,
     },
     /// A fault model's timer went off.
     FaultTimer,
+    /// The purge process deleted old receipts.
     Purge {
+        /// Receipts received before this virtual time, in milliseconds, were purged.
         older_than_ms: i64,
     },
+    /// A purge was due but the purge process was down.
     PurgeSkipped,
     /// A hostile request, copied from a genuine delivery.
     Attack {
+        /// What is wrong with the hostile request.
         attack: Attack,
+        /// Id of the event the request was copied from.
         event_id: String,
+        /// Account of the event the request was copied from.
         account: String,
+        /// Where the hostile request went.
         arrival: Arrival,
     },
     /// A hostile request named a delivery this run never made.
     AttackSkipped {
+        /// What is wrong with the hostile request.
         attack: Attack,
+        /// Name of the stream the request meant to copy.
         stream: String,
     },
+    /// The operator requeued the dead obligations.
     OperatorRequeue,
+    /// The operator redelivered the deliveries the sender gave up on.
     OperatorRedeliver {
+        /// Failed deliveries redelivered.
         streams: usize,
+        /// The operator's round of redelivery, counting from one.
         round: u32,
     },
     /// A line the system logged through `Env::log`.
     Log(String),
     /// The fault phase ended.
     Heal {
+        /// Crashed processes restarted by the heal.
         restarting: usize,
     },
     /// An invariant failed.
     Failed {
+        /// Name of the invariant that failed.
         invariant: String,
+        /// What the invariant saw, in words.
         evidence: String,
     },
 }
@@ -342,10 +445,20 @@ pub enum Happening {
 /// One step's record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceStep {
+    /// Step number within the run.
     pub step: u64,
+    /// Virtual time when the step ended, in milliseconds.
     pub time_ms: i64,
+    /// Who acted in the step.
     pub actor: Actor,
+    /// What happened in the step, in order.
     pub happened: Vec<Happening>,
+}
+// Written by hand: it holds connections, futures or closures that cannot print themselves.
+impl std::fmt::Debug for Trace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trace").finish_non_exhaustive()
+    }
 }
 
 /// The records of one run, and their digest.

@@ -20,13 +20,24 @@ use crate::trace::{Arrival, DeliveryHow, Happening};
 
 /// How often the operator looks for webhooks that still fail and redelivers them.
 const OPERATOR_REDELIVERY_INTERVAL_MS: i64 = 30 * 60_000;
+// Written by hand: it holds connections, futures or closures that cannot print themselves.
+impl std::fmt::Debug for Arrived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arrived").finish_non_exhaustive()
+    }
+}
 
 /// A delivery that reached a receiver: what the executor needs to start its handler.
 pub struct Arrived {
+    /// Index of the receiver process the delivery reached.
     pub receiver: usize,
+    /// The request as the receiver gets it.
     pub webhook: WebhookDelivery,
+    /// The upstream account of the event.
     pub account: String,
+    /// The event's id.
     pub event_id: String,
+    /// Who made the delivery.
     pub origin: Origin,
 }
 
@@ -76,6 +87,7 @@ impl World {
         (attempt, copies)
     }
 
+    /// The sender stops waiting for `attempt` of `stream` and schedules the next attempt, if any.
     pub fn attempt_timed_out(&mut self, stream: usize, attempt: u32) {
         let now_ms = self.now_ms;
         let record = self.sender.stream(stream);
@@ -276,10 +288,6 @@ impl World {
         }
     }
 
-    /// Builds one hostile request from a delivery the sender already made and sends it into the
-    /// network. The attack and its target are a schedule choice (`attack forged-signature
-    /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
-    /// it reached a receiver.
     /// Whether the receipt of `stream`'s event is committed and no purge can remove it: the
     /// condition under which a request reusing its id with another body must be refused.
     fn receipt_stays(&self, stream: usize) -> bool {
@@ -296,6 +304,10 @@ impl World {
                 .is_some()
     }
 
+    /// Builds one hostile request from a delivery the sender already made and sends it into the
+    /// network. The attack and its target are a schedule choice (`attack forged-signature
+    /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
+    /// it reached a receiver.
     pub fn send_attack(&mut self, fault: usize, attack: Attack, target: u64) -> Option<Arrived> {
         let attempted: Vec<usize> = (0..self.sender.streams().len())
             .filter(|&index| self.sender.stream(index).attempts > 0)

@@ -46,23 +46,30 @@ mod tasks;
 
 pub use deliveries::Arrived;
 
+/// Identifies a task for the whole run; never reused.
 pub type TaskId = u64;
+/// Identifies a scheduled world event for the whole run; never reused.
 pub type EventId = u64;
 
 /// Something the scheduler can pick: a task to poll or a world event to handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Item {
+    /// A task to poll.
     Task(TaskId),
+    /// A world event to handle.
     Event(EventId),
 }
 
 /// One simulated OS process.
 #[derive(Debug)]
 pub struct Process {
+    /// The process's name, without incarnation (`receiver-2`).
     pub name: String,
+    /// What the process does: receive, relay, purge.
     pub role: ProcessRole,
     /// Starts at 1 and grows with every restart.
     pub incarnation: u32,
+    /// Whether the process is running (false between a crash and its restart).
     pub up: bool,
     /// `name#incarnation`, what `Env::process_id` returns; shared, since every step names it.
     pub id: Arc<str>,
@@ -73,6 +80,7 @@ pub struct Process {
 }
 
 impl Process {
+    /// A running first incarnation of process `name` with `role`, its clock at true time.
     pub fn new(name: String, role: ProcessRole) -> Process {
         let id = format!("{name}#1");
         Process {
@@ -102,22 +110,31 @@ pub enum TaskKind {
     /// `delivery` is `None` for a delivery a scenario made by hand or an attacker sent (no sender
     /// awaits it).
     Handler {
+        /// Which attempt of which stream the handler answers, when a sender awaits it.
         delivery: Option<DeliveryRef>,
+        /// The upstream account of the delivered event.
         account: String,
+        /// The delivered event's id.
         event_id: String,
+        /// Who made the delivery.
         origin: Origin,
     },
+    /// A relay worker's loop, draining the outbox to the provider.
     RelayWorker,
+    /// The purge process's loop, deleting old receipts.
     Purge,
+    /// An operator's action after heal.
     Operator,
 }
 
 /// One transaction committed in the current step, before the view decodes it.
 #[derive(Debug)]
 pub struct StepCommit {
+    /// The incarnation whose connection committed (`relay-1#2`).
     pub process_id: String,
     /// The attack, when the committing task handles a hostile delivery.
     pub hostile: Option<String>,
+    /// Row changes the transaction committed, in order.
     pub changes: Vec<RowChange>,
 }
 
@@ -128,6 +145,7 @@ pub enum Route {
     Lost,
     /// No receiver is up to take it.
     Refused,
+    /// To the receiver process with this index.
     To(usize),
 }
 
@@ -148,7 +166,9 @@ pub enum DeliveryKind {
 pub struct DeliveryRef {
     /// Index into the sender's streams.
     pub stream: usize,
+    /// Attempt number within the stream's retry schedule.
     pub attempt: u32,
+    /// How the delivery came about.
     pub kind: DeliveryKind,
 }
 
@@ -162,16 +182,22 @@ struct CallInFlight {
 /// The world's record of one task; its future lives with the executor.
 #[derive(Debug)]
 pub struct TaskState {
+    /// Index of the process the task runs in.
     pub process: usize,
+    /// The incarnation the task runs in (`receiver-2#1`).
     pub process_id: Arc<str>,
+    /// What the task is.
     pub kind: TaskKind,
+    /// The database connection the task holds, once it first ran a statement.
     pub connection: Option<ConnectionId>,
+    /// How the task waits, as it told the world when it last parked.
     pub park: Option<Park>,
     /// What the task will do when it next runs.
     pub pending: PendingOp,
     /// What it is about to do, for schedule labels: the statement's verb and table, or the key
     /// of the provider call. Kept only while schedules are written down.
     pub pending_detail: String,
+    /// The provider's reply (or the call's error) for the task to take when it runs.
     pub reply: Option<Result<ProviderReply, CallError>>,
     /// The next statement fails this way without running (a fault's decision), and a failed
     /// `COMMIT` rolls back when the flag says so.
@@ -189,37 +215,82 @@ pub struct TaskState {
 #[derive(Debug, Clone)]
 pub enum WorldEvent {
     /// The sender creates event `event`.
-    Emit { event: usize },
+    Emit {
+        /// Index of the event in the workload.
+        event: usize,
+    },
     /// The sender makes the next scheduled attempt of `stream`.
-    Attempt { stream: usize },
+    Attempt {
+        /// Index of the stream into the sender's streams.
+        stream: usize,
+    },
     /// The sender stops waiting for attempt `attempt`.
-    AttemptTimeout { stream: usize, attempt: u32 },
+    AttemptTimeout {
+        /// Index of the stream into the sender's streams.
+        stream: usize,
+        /// The attempt whose timeout came.
+        attempt: u32,
+    },
     /// A delivery outside the schedule.
-    Extra { stream: usize, reason: String },
+    Extra {
+        /// Index of the stream into the sender's streams.
+        stream: usize,
+        /// Why the delivery happens (`spontaneous duplicate`, `manual resend`).
+        reason: String,
+    },
     /// A receiver writes its answer to the socket (a crash before this loses it).
     SendAnswer {
+        /// Index of the receiver's process.
         process: usize,
+        /// The incarnation that answered; a later one means the answer died in a crash.
         incarnation: u32,
+        /// The delivery answered, or `None` when no sender awaits the answer.
         delivery: Option<DeliveryRef>,
+        /// The receiver's answer.
         answer: Answer,
     },
     /// The answer reaches the sender.
-    AnswerArrives { delivery: DeliveryRef, answer: Answer },
+    AnswerArrives {
+        /// The delivery answered.
+        delivery: DeliveryRef,
+        /// The receiver's answer.
+        answer: Answer,
+    },
     /// A crashed process starts again.
-    Restart { process: usize },
+    Restart {
+        /// Index of the process.
+        process: usize,
+    },
     /// A fault model asked to be woken.
-    FaultTimer { fault: usize },
+    FaultTimer {
+        /// Index of the fault model among the run's faults.
+        fault: usize,
+    },
     /// A fault model asked for an action when the run started or at heal.
     FaultActs {
+        /// Index of the fault model among the run's faults.
         fault: usize,
+        /// What the fault model does.
         action: crate::faults::TimerAction,
     },
     /// A slow provider finishes processing a request and acts.
-    ProviderActs { request: ProviderRequest },
+    ProviderActs {
+        /// The request the provider acts on.
+        request: ProviderRequest,
+    },
     /// After heal, the operator requeues dead obligations.
     OperatorRequeue,
     /// After heal, the operator redelivers failed webhooks by hand (senders without retries).
-    OperatorRedeliver { round: u32 },
+    OperatorRedeliver {
+        /// The round of redelivery, counting from one.
+        round: u32,
+    },
+}
+// Written by hand: it holds connections, futures or closures that cannot print themselves.
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World").finish_non_exhaustive()
+    }
 }
 
 /// The whole simulated world.
@@ -302,21 +373,31 @@ pub struct Scripted {
 
 /// At most this many fault decisions are kept for the seed file.
 const FAULT_LOG_MAX: usize = 1_000;
+// Written by hand: it holds connections, futures or closures that cannot print themselves.
+impl std::fmt::Debug for Finished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finished").finish_non_exhaustive()
+    }
+}
 
 /// What a run leaves behind once it ends, taken out of the world.
 pub struct Finished {
+    /// The run's trace digest (see [`Trace::digest`]).
     pub digest: String,
+    /// The trace's records, when the run kept them.
     pub trace: Option<Vec<crate::trace::TraceStep>>,
     /// The fixtures, events and decisions, when the run recorded or followed a schedule.
     pub schedule: Option<crate::schedule::Schedule>,
     /// What became of the schedule's lines (see [`Decider::finish`]).
     pub schedule_report: Vec<String>,
+    /// Every statement run on process connections, when SQL was recorded for `--sql`.
     pub sql: Option<Vec<crate::db::SqlOp>>,
 }
 
 // Reading the world: the executor, the environments and the scenarios see it through these, and
 // change it only through the methods below that keep its records in step.
 impl World {
+    /// True virtual time now, in milliseconds.
     pub fn now_ms(&self) -> i64 {
         self.now_ms
     }
@@ -326,6 +407,7 @@ impl World {
         self.step
     }
 
+    /// The run's configuration.
     pub fn config(&self) -> &SimConfig {
         &self.config
     }
@@ -340,34 +422,42 @@ impl World {
         &self.model
     }
 
+    /// The run's fixtures and events.
     pub fn workload(&self) -> &Workload {
         &self.workload
     }
 
+    /// The upstream sender and its streams.
     pub fn sender(&self) -> &Sender {
         &self.sender
     }
 
+    /// The provider model and what it stored.
     pub fn provider(&self) -> &ProviderModel {
         &self.provider
     }
 
+    /// The process with index `index`.
     pub fn process(&self, index: usize) -> &Process {
         &self.processes[index]
     }
 
+    /// Every process, by index.
     pub fn processes(&self) -> &[Process] {
         &self.processes
     }
 
+    /// How often each interesting situation was reached.
     pub fn probes(&self) -> &Probes {
         &self.probes
     }
 
+    /// The committed state of the database, as the invariants see it.
     pub fn view(&self) -> &DbView {
         &self.view
     }
 
+    /// Facts kept over the whole run, for invariants that need the past.
     pub fn history(&self) -> &History {
         &self.history
     }
@@ -377,18 +467,22 @@ impl World {
         &self.step_record
     }
 
+    /// The run's trace and its digest so far.
     pub fn trace(&self) -> &Trace {
         &self.trace
     }
 
+    /// Where the run's decisions come from, and the steps written down.
     pub fn decider(&self) -> &Decider {
         &self.decider
     }
 
+    /// How many times each fault model fired, by name.
     pub fn fault_counts(&self) -> &BTreeMap<String, u64> {
         &self.fault_counts
     }
 
+    /// What the faults did, in words, one line each (empty once the log is forgotten).
     pub fn fault_log(&self) -> &[String] {
         self.fault_log.as_deref().unwrap_or_default()
     }
@@ -399,10 +493,12 @@ impl World {
         self.fault_log = None;
     }
 
+    /// Number of fault models active in the run.
     pub fn fault_count(&self) -> usize {
         self.faults.len()
     }
 
+    /// Whether the fault phase ended and the world healed.
     pub fn healed(&self) -> bool {
         self.healed
     }
@@ -412,6 +508,7 @@ impl World {
         self.settings.get(name).cloned()
     }
 
+    /// Whether `task` still exists (it has not returned or been dropped).
     pub fn has_task(&self, task: TaskId) -> bool {
         self.tasks.contains_key(&task)
     }
@@ -426,10 +523,12 @@ impl World {
         self.scripted.as_ref()
     }
 
+    /// What a scripted run records and injects, to change; `None` in seeded runs.
     pub fn scripted_mut(&mut self) -> Option<&mut Scripted> {
         self.scripted.as_mut()
     }
 
+    /// Where the run's database lives.
     pub fn backend(&self) -> crate::db::Backend {
         self.db.backend()
     }
@@ -653,6 +752,7 @@ fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDi
 }
 
 impl World {
+    /// A world at time zero, before set-up, whose random streams are drawn from `seed`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         seed: u64,

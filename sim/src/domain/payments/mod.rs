@@ -54,9 +54,13 @@ pub struct Payments;
 /// The states of an order. Refunded and cancelled are final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OrderStatus {
+    /// Created, and waiting for its payment.
     AwaitingPayment,
+    /// The payment arrived.
     Paid,
+    /// Refunded (final).
     Refunded,
+    /// Cancelled (final).
     Cancelled,
 }
 

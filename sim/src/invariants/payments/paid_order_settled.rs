@@ -9,6 +9,7 @@ use crate::invariants::{Invariant, InvariantKind, Layer, Observation};
 use crate::system::ObligationStatus;
 
 /// See the module documentation.
+#[derive(Debug)]
 pub struct PaidOrderSettled;
 
 impl Invariant for PaidOrderSettled {

@@ -9,6 +9,7 @@ use crate::invariants::{Invariant, InvariantKind, Layer, Observation};
 use crate::system::ObservedRow;
 
 /// See the module documentation.
+#[derive(Debug)]
 pub struct RefundFirstNeverShips;
 
 impl Invariant for RefundFirstNeverShips {
