@@ -30,9 +30,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::corpus::{Corpus, Kept};
 use crate::registry::Registry;
 use crate::run::RunOutcome;
+use crate::seed_file::{Corpus, Kept};
 use crate::seed_file::{SeedFile, ShrunkRun};
 use crate::shrink::{Shrunk, shrink_all};
 use crate::sweep::{SeedResult, StopFlag};

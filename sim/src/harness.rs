@@ -41,11 +41,11 @@ use crate::findings::{
 };
 use crate::invariants::Invariant;
 use crate::registry::Registry;
-use crate::report::{NONDETERMINISM, UNSETTLED};
 use crate::run::{RunOptions, RunOutcome, run_seed};
 use crate::seed_file::{self, SeedFile};
 use crate::shape::WorkloadShape;
 use crate::shrink::DEFAULT_SHRINK_RUNS;
+use crate::sweep::report::{NONDETERMINISM, UNSETTLED};
 use crate::sweep::{Found, SweepLimits, SweepOptions, SweepReport, sweep_with_limits};
 use crate::system::System;
 

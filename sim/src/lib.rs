@@ -84,12 +84,12 @@
 //! - [`rng`]: seeded random streams and integer ratios.
 //! - [`trace`]: each step's record of what happened, and the run's digest over the records.
 //! - [`shrink`]: a failing run reduced to the few decisions that matter.
-//! - [`seed_file`]: the JSON file a failing seed is written to.
-//! - `corpus` (internal): the seed directory, kept to the shortest file per distinct failure.
+//! - [`seed_file`]: the JSON file a failing seed is written to, and the seed directory kept to
+//!   the shortest file per distinct failure.
 //! - `findings` (internal): a sweep's failures, written the moment they are found, then shrunk and deduplicated.
 //! - `files` (internal): atomic, durable writes of regular files only, and the seed directory's safety checks.
-//! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget.
-//! - `report` (internal): JUnit XML and JSON reports of a sweep, for CI systems and scripts.
+//! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget, and
+//!   the sweep's JUnit XML and JSON reports for CI systems and scripts.
 //! - `bench` (internal): the simulator's speed and memory, and its cost against SQLite replaying the same
 //!   statements on a bare database.
 //! - [`harness`]: the simulation as one `#[test]`: regressions from the seed directory, then a
@@ -108,7 +108,6 @@ pub mod backend;
 mod bench;
 mod cli;
 pub mod config;
-mod corpus;
 pub mod coverage;
 mod db;
 mod decision;
@@ -123,7 +122,6 @@ pub mod mutants;
 pub mod provider;
 pub mod record;
 pub mod registry;
-mod report;
 pub mod rng;
 pub mod rows;
 pub mod run;

@@ -14,9 +14,9 @@ use super::{
 };
 use crate::app::App;
 use crate::db::Backend;
-use crate::report;
 use crate::run::{RunOptions, run_seed};
 use crate::seed_file::{Expectation, SeedFile};
+use crate::sweep::report;
 use crate::trace::format_time_ms;
 
 /// Which run of a seed file `replay` runs.

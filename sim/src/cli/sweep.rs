@@ -16,14 +16,14 @@ use super::{
     system_or_first,
 };
 use crate::app::App;
-use crate::corpus::Kept;
 use crate::files;
 use crate::findings::{
     AfterShrinking, AsFound, FailingRun, FailingSeed, Findings, KeepPolicy, group_failures,
 };
-use crate::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
+use crate::seed_file::Kept;
 use crate::seed_file::replay_command;
 use crate::shrink::DEFAULT_SHRINK_RUNS;
+use crate::sweep::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
 use crate::sweep::{Found, Shard, StopFlag, SweepLimits, SweepOptions, sweep_with_limits};
 use crate::system::System;
 use crate::trace::format_time_ms;

@@ -11,8 +11,10 @@
 //! overwritten by a different run. Reading never panics: every problem is an error message that
 //! names the file and says how to fix it.
 
+mod corpus;
+
 /// The seed directory, kept to the shortest file per distinct failure.
-pub use crate::corpus::{Corpus, Kept};
+pub use corpus::{Corpus, Kept};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -13,8 +13,10 @@
 //! changes what any seed concludes, only which seeds run; a sweep must never let the clock, the
 //! shard or the failures of other seeds reach inside a run.
 
+pub(crate) mod report;
+
 /// JUnit XML and JSON reports of a sweep, for CI systems and scripts.
-pub use crate::report::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
+pub use report::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::str::FromStr;
