@@ -137,7 +137,10 @@ fn simulated_code_uses_no_nondeterministic_api() {
 fn the_checker_flags_what_it_should_and_honours_allowances() {
     let code = "let map = std::collections::HashMap::new();\n// a HashSet in a comment is fine\n";
     assert_eq!(violations("sim/src/world.rs", code).len(), 1);
-    assert_eq!(violations("sim/src/sweep/mod.rs", "let t = Instant::now();").len(), 0);
+    assert_eq!(
+        violations("sim/src/sweep/mod.rs", "let t = Instant::now();").len(),
+        0
+    );
     assert_eq!(violations("sim/src/world.rs", "let t = Instant::now();").len(), 1);
     assert_eq!(
         violations("src/relay.rs", "\"SELECT * FROM t ORDER BY random()\"").len(),
