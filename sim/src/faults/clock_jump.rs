@@ -2,9 +2,13 @@
 //!
 //! NTP corrections, a VM restored from a snapshot, a misconfigured host: a process's clock jumps
 //! forward or back. Leases, backoff, receipt retention and key-age checks all read that clock.
-//! This model sets a process's clock offset, at a scheduling point, anywhere within the maximum
-//! skew the relay is configured to tolerate (never beyond it: no lease or margin can survive an
-//! unbounded clock). Offsets reset when a process restarts and when the faults heal.
+//! This model sets a process's clock offset, at a scheduling point, so that no two readings of
+//! any two clocks disagree by more than the skew the relay is configured to tolerate (never beyond
+//! it: no lease or margin can survive an unbounded clock). The relay's contract bounds how far
+//! two clocks disagree, and a time one worker stamped is read later by another, so every offset
+//! stays within half that bound of true time: two offsets drawn on either side then differ by at
+//! most the bound, whenever each was taken. Offsets reset when a process restarts and when the
+//! faults heal.
 
 use super::{
     Fault, FaultContext, FaultKind, FaultModel, PointAction, SchedulingPoint, TimerAction, check, draw_ratio,
@@ -32,6 +36,7 @@ impl Fault for ClockJump {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
     rate: Ratio,
+    /// The most two clocks may disagree: each offset stays within half of it.
     offset_ms_max: i64,
 }
 
@@ -69,7 +74,8 @@ impl FaultModel for ClockJump {
         if self.healed || !self.rng.chance(self.settings.rate) {
             return None;
         }
-        let bound = self.settings.offset_ms_max;
+        // `offset_ms_max` bounds the disagreement of two clocks, so each keeps within half of it.
+        let bound = self.settings.offset_ms_max / 2;
         Some(PointAction::ClockJump {
             offset_ms: self.rng.between(-bound, bound),
         })
