@@ -509,8 +509,10 @@ pub async fn requeue_all_dead(env: &dyn Env) -> Result<usize, DbError> {
     }
 }
 
-/// How many times an operator action is tried while the database is busy.
-const OPERATOR_TRIES: i64 = 20;
+/// How many times an operator action is tried while the database is busy. Each try already waits
+/// out the connection's busy timeout (rusqlite's is 5 s), so three give a lock about 15 s to
+/// clear before the operator is told, rather than a tool that seems to hang.
+const OPERATOR_TRIES: i64 = 3;
 
 async fn requeue_all_dead_once(env: &dyn Env) -> Result<usize, DbError> {
     let dead = env

@@ -56,6 +56,13 @@ pub struct SimConfig {
     /// before it existed) leaves the workload as it was.
     #[serde(default, skip_serializing_if = "is_false")]
     pub edge_values: bool,
+    /// Statements that meet another connection's lock wait for it in virtual time, up to their
+    /// connection's busy timeout, as SQLite's busy handler does in production (see
+    /// [`crate::system::System::busy_timeout_ms`]). False in seed files written before it
+    /// existed: there every refused lock answers busy at once, as it did when they were
+    /// recorded.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub waits_for_locks: bool,
     /// How many receiver processes handle webhook deliveries.
     pub receivers: u32,
     /// How many relay worker processes run.
@@ -241,6 +248,7 @@ impl SimConfig {
             updates_per_order: None,
             racing_orders: Ratio::new(1, 4),
             edge_values: SimRng::stream(seed, "config/edge-values").chance(Ratio::new(1, 2)),
+            waits_for_locks: true,
             receivers: rng.between(1, 3) as u32,
             relay_workers: rng.between(1, 3) as u32,
             sender_preset,

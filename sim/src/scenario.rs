@@ -61,6 +61,10 @@ impl Default for ScenarioSetup {
     }
 }
 
+/// What each statement of a task started by `Scenario::start_statements` returned, in order.
+#[cfg(test)]
+pub(crate) type StatementResults = Rc<RefCell<Vec<Result<usize, DbError>>>>;
+
 /// A handler started by [`Scenario::deliver`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Task(TaskId);
@@ -114,6 +118,7 @@ impl Scenario {
             updates_per_order: None,
             racing_orders: Ratio::NEVER,
             edge_values: false,
+            waits_for_locks: true,
             liveness_ms_per_stream: 0,
             faults: Default::default(),
             invariants: Default::default(),
@@ -372,6 +377,37 @@ impl Scenario {
             self.record(outcome);
         }
         Err(format!("{name}'s lock holder did not reach its BEGIN"))
+    }
+
+    /// Starts a task on process `name` that runs `statements` one after another, each followed by
+    /// a sleep of the given length, and keeps every result; the statements run as the scheduler
+    /// picks them. For tests of the simulated database itself.
+    #[cfg(test)]
+    pub(crate) fn start_statements(
+        &mut self,
+        name: &str,
+        statements: Vec<(&'static str, i64)>,
+    ) -> Result<StatementResults, String> {
+        let process = self.process(name)?;
+        let results: StatementResults = Rc::new(RefCell::new(Vec::new()));
+        let results_in_task = Rc::clone(&results);
+        self.simulation
+            .spawn(process, TaskKind::Operator, move |env, _| {
+                Box::pin(async move {
+                    for (sql, sleep_ms) in statements {
+                        let outcome = if sql.starts_with("SELECT") {
+                            env.query(sql, &[]).await.map(|rows| rows.len())
+                        } else {
+                            env.execute(sql, &[]).await
+                        };
+                        results_in_task.borrow_mut().push(outcome);
+                        if sleep_ms > 0 {
+                            env.sleep_ms(sleep_ms).await;
+                        }
+                    }
+                })
+            })?;
+        Ok(results)
     }
 
     /// Runs the system's purge job to completion, deleting receipts received before

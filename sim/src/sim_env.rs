@@ -20,7 +20,7 @@ use crate::db::StatementOutput;
 use crate::faults::PendingOp;
 use crate::sql::Statement;
 use crate::trace::Happening;
-use crate::world::{Park, TaskId, World};
+use crate::world::{Park, StatementStep, TaskId, World};
 
 /// The environment of one simulated task.
 pub struct SimEnv {
@@ -46,6 +46,38 @@ impl SimEnv {
     /// The announced statement is about to run: forget it.
     fn unannounce(&self) {
         self.world.borrow_mut().announce(self.task, None);
+    }
+
+    /// Runs one statement as a scheduling point, and again after each wait for a lock SQLite
+    /// refused, until it runs or its busy timeout has passed (see `world::locks`).
+    async fn run_statement(
+        &self,
+        sql: &str,
+        params: &[Value],
+        wants_rows: bool,
+    ) -> Result<StatementOutput, DbError> {
+        self.announce(sql);
+        let statement = Statement::remembered(sql);
+        let mut park = Park::Now;
+        loop {
+            self.scheduling_point_about(
+                park,
+                PendingOp::Sql(Rc::clone(&statement)),
+                Detail::Sql(&statement),
+            )
+            .await;
+            let step = self
+                .world
+                .borrow_mut()
+                .statement(self.task, sql, params, wants_rows);
+            match step {
+                StatementStep::Done(result) => {
+                    self.unannounce();
+                    return result;
+                }
+                StatementStep::WaitForLock(until_ms) => park = Park::ForLock(until_ms),
+            }
+        }
     }
 
     /// Parks the task until the scheduler picks it at or after `park`, about to do `op`.
@@ -121,16 +153,7 @@ impl Env for SimEnv {
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
         Box::pin(async move {
-            self.announce(sql);
-            let statement = Statement::remembered(sql);
-            self.scheduling_point_about(
-                Park::Now,
-                PendingOp::Sql(Rc::clone(&statement)),
-                Detail::Sql(&statement),
-            )
-            .await;
-            self.unannounce();
-            match self.world.borrow_mut().statement(self.task, sql, params, false)? {
+            match self.run_statement(sql, params, false).await? {
                 StatementOutput::Changed(count) => Ok(count),
                 StatementOutput::Rows(rows) => Ok(rows.len()),
             }
@@ -143,16 +166,7 @@ impl Env for SimEnv {
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
         Box::pin(async move {
-            self.announce(sql);
-            let statement = Statement::remembered(sql);
-            self.scheduling_point_about(
-                Park::Now,
-                PendingOp::Sql(Rc::clone(&statement)),
-                Detail::Sql(&statement),
-            )
-            .await;
-            self.unannounce();
-            match self.world.borrow_mut().statement(self.task, sql, params, true)? {
+            match self.run_statement(sql, params, true).await? {
                 StatementOutput::Rows(rows) => Ok(rows),
                 StatementOutput::Changed(_) => Ok(Vec::new()),
             }

@@ -104,7 +104,7 @@ pub const REFERENCE_EQUIVALENT: &[Equivalent] = &[
     (
         "BEGIN IMMEDIATE",
         "BEGIN IMMEDIATE -> BEGIN",
-        "SQLite serialises writers: a deferred transaction that read and then writes gets SQLITE_BUSY instead of writing over a newer commit, and the reference rolls back and answers 503 on a busy error wherever it comes",
+        "the transaction's first statement is the receipt's insert, a write, so a deferred BEGIN takes the write lock there, waiting for it as long as BEGIN IMMEDIATE would; no read comes first, so no upgrade can be refused, and a busy error on the insert is answered 503 like one on BEGIN",
     ),
     (
         "DELETE FROM receipts WHERE received_ms < ?1",
@@ -573,6 +573,10 @@ impl System for MutatedSystem {
 
     fn commits_after_answer(&self) -> bool {
         self.inner.commits_after_answer()
+    }
+
+    fn busy_timeout_ms(&self) -> i64 {
+        self.inner.busy_timeout_ms()
     }
 
     fn observed_tables(&self) -> &[&'static str] {

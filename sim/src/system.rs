@@ -17,6 +17,10 @@ use commitgap::relay::RelaySettings;
 
 use crate::domain::Domain;
 
+/// rusqlite's busy timeout for a connection it opens, in milliseconds: what a system that never
+/// sets one runs with in production, and so what [`System::busy_timeout_ms`] says by default.
+pub const DEFAULT_BUSY_TIMEOUT_MS: i64 = 5_000;
+
 /// A system under test. Implementations are plain configuration and are shared across sweep
 /// threads, hence `Send + Sync`; the futures they return run on one thread and need not be `Send`.
 pub trait System: Send + Sync {
@@ -93,6 +97,17 @@ pub trait System: Send + Sync {
     /// scheduling point of its own, after the answer.
     fn commits_after_answer(&self) -> bool {
         false
+    }
+
+    /// The busy timeout the system's processes open their SQLite connections with, in
+    /// milliseconds: how long a statement waits for another connection's lock before SQLite
+    /// answers busy. The simulator waits that long in virtual time (a scheduling point, until
+    /// the lock is free or the time has passed), as SQLite's busy handler does in production.
+    /// rusqlite's default, 5,000 ms, unless the system says otherwise; 0 answers busy at once.
+    /// A `PRAGMA busy_timeout = N` the system runs through its Env changes it for that
+    /// connection, as in SQLite.
+    fn busy_timeout_ms(&self) -> i64 {
+        DEFAULT_BUSY_TIMEOUT_MS
     }
 
     /// The tables whose rows [`System::decode_row`] understands. Changes to other tables are not

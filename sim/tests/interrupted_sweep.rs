@@ -231,8 +231,9 @@ fn a_terminated_sweep_that_found_nothing_exits_130() {
 #[test]
 fn a_second_signal_exits_at_once_without_waiting_for_the_running_seed() {
     let directory = scratch("second-signal");
-    // One job on the largest workload with every fault on: a seed takes over a second here, so
-    // the first signal leaves a seed running, which a graceful stop would wait for.
+    // One job on a large workload with every fault on, one receiver, a WAL file and every seed
+    // run twice: a seed takes most of a second here, so the first signal leaves a seed running,
+    // which a graceful stop would wait for.
     let mut sweep = start_sweep(
         &[
             "sweep",
@@ -244,11 +245,16 @@ fn a_second_signal_exits_at_once_without_waiting_for_the_running_seed() {
             "--sender",
             "github",
             "--tenants",
-            "8",
+            "2",
             "--orders",
-            "8",
+            "32",
             "--updates",
             "3",
+            "--receivers",
+            "1",
+            "--backend",
+            "wal-file",
+            "--check-determinism",
         ],
         &directory,
     );

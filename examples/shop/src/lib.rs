@@ -22,9 +22,65 @@ use commitgap_sim::App;
 /// How a person runs the shop's simulation program from the workspace root.
 pub const REPLAY_COMMAND: &str = "cargo run --release -p shop --bin shop-sim --";
 
-/// The shop's simulation program: its system, its planted bug, its fault model and invariant.
+/// The SQL mutants of the shop that change nothing a sender, the provider or an invariant can
+/// see, with why: `mutants --sql` reports them as equivalent rather than as gaps.
+pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 10] = [
+    (
+        "BEGIN IMMEDIATE",
+        "BEGIN IMMEDIATE -> BEGIN",
+        "the transaction's first statement is the inbox insert, a write, so a deferred BEGIN takes the write lock there, waiting for it as long as BEGIN IMMEDIATE would; no read comes first, so no upgrade can be refused, and a busy error there is answered 503 like one on BEGIN",
+    ),
+    (
+        "INSERT OR IGNORE INTO jobs",
+        "INSERT OR IGNORE -> INSERT",
+        "a job is inserted only when its order moves from open to paid, which happens once per order under the write lock, and the job key is the order's; the insert never meets an existing key",
+    ),
+    (
+        "UPDATE jobs SET due_at = ?1, held_until = NULL",
+        "drop WHERE conjunct 3",
+        "the fence check still admits only the current holder, and a holder never backs off a job it has just settled",
+    ),
+    (
+        "UPDATE jobs SET held_until = ?1",
+        "drop WHERE conjunct 3",
+        "the fence check still admits only the current holder, which extends its hold only before it settles the job",
+    ),
+    (
+        "UPDATE jobs SET state = ?1, shipment = ?2",
+        "drop WHERE conjunct 3",
+        "the fence check still admits only the current holder, and a holder settles a job once",
+    ),
+    (
+        "UPDATE shop_orders SET state = 'cancelled'",
+        "drop RETURNING",
+        "the returned row only tells 200 applied from 200 no-transition, and no job follows a cancellation; the rows are the same",
+    ),
+    (
+        "UPDATE shop_orders SET state = 'refunded'",
+        "drop RETURNING",
+        "the returned row only tells 200 applied from 200 no-transition, and no job follows a refund; the rows are the same",
+    ),
+    (
+        "UPDATE shop_orders SET total_cents = ?3",
+        "drop RETURNING",
+        "the returned row only tells 200 applied from 200 no-transition, and no job follows a new total; the rows are the same",
+    ),
+    (
+        "CREATE TABLE account_shops",
+        "drop sender_account from its key",
+        "account_shops is written once, at set-up, from fixtures with distinct accounts; nothing inserts into it at run time",
+    ),
+    (
+        "CREATE TABLE jobs",
+        "drop job_key from its key",
+        "a job is inserted once per order (see the INSERT OR IGNORE above), so no two rows ever share a job key",
+    ),
+];
+
+/// The shop's simulation program: its system, its planted bug, its fault model and invariant,
+/// and its SQL mutants that are equivalent.
 pub fn app() -> App {
-    App::new("shop-sim")
+    let app = App::new("shop-sim")
         .replay_command(REPLAY_COMMAND)
         .system(Arc::new(system::ShopSystem {
             receipt_in_own_transaction: false,
@@ -33,5 +89,10 @@ pub fn app() -> App {
             receipt_in_own_transaction: true,
         }))
         .fault(fault::KIND)
-        .invariant(Arc::new(invariant::AccountShopsUnchanged))
+        .invariant(Arc::new(invariant::AccountShopsUnchanged));
+    EQUIVALENT_SQL_MUTANTS
+        .into_iter()
+        .fold(app, |app, (statement, rewrite, why)| {
+            app.equivalent_sql_mutant(statement, rewrite, why)
+        })
 }

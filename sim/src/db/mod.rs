@@ -189,6 +189,10 @@ pub struct Database {
     /// [`reusing_databases`]): set by [`Database::allow_reuse`] and [`Database::reuse`], so a
     /// database a test or `bench`'s bare replay made is never reused.
     reusable: bool,
+    /// How many times a process connection's transaction that held a lock has ended (committed,
+    /// rolled back, or closed with it): each one may free a lock that statements wait for. A
+    /// `BEGIN` that has read nothing holds none, and its end wakes nobody.
+    transactions_ended: u64,
     /// Taken out only by `drop`, which either keeps it for the next run or drops it.
     store: ManuallyDrop<Store>,
 }
@@ -263,6 +267,7 @@ impl Database {
             next_connection: 0,
             sql_log: None,
             reusable: false,
+            transactions_ended: 0,
             store: ManuallyDrop::new(store),
         }
     }
@@ -437,6 +442,7 @@ impl Database {
         wants_rows: bool,
     ) -> (Result<StatementOutput, DbError>, Vec<RowChange>) {
         let slot = &self.connections[&id];
+        let held_lock = holds_lock(&slot.connection);
         let mark = {
             let mut capture = slot.capture.lock().expect("capture lock");
             capture.committed = false;
@@ -464,8 +470,32 @@ impl Database {
                 result: StatementResult::of(&result),
             }));
         }
+        if held_lock && self.connections[&id].connection.is_autocommit() {
+            self.transactions_ended += 1;
+        }
         let committed = self.take_committed_after(id, result.is_ok());
         (result, committed)
+    }
+
+    /// How many times a process connection's transaction that held a lock has ended so far: when it changes, a
+    /// lock may have been freed.
+    pub fn transactions_ended(&self) -> u64 {
+        self.transactions_ended
+    }
+
+    /// Whether a statement of connection `id` that SQLite just refused as busy is one SQLite's
+    /// busy handler would wait for. It is not when the connection holds a read transaction and
+    /// asked to write: SQLite returns `SQLITE_BUSY` (or `SQLITE_BUSY_SNAPSHOT` in WAL) at once,
+    /// whatever the timeout, because waiting could deadlock with the writer, who waits for the
+    /// reader to go. Every other lock (a first read, a `BEGIN IMMEDIATE`, a `COMMIT` waiting
+    /// for readers) is waited for.
+    pub fn busy_is_waited_for(&self, id: ConnectionId) -> bool {
+        !matches!(
+            self.connections[&id]
+                .connection
+                .transaction_state(Some(rusqlite::MAIN_DB)),
+            Ok(rusqlite::TransactionState::Read)
+        )
     }
 
     fn take_committed_after(&mut self, id: ConnectionId, statement_succeeded: bool) -> Vec<RowChange> {
@@ -490,10 +520,26 @@ impl Database {
         !self.connections[&id].connection.is_autocommit()
     }
 
+    /// The connections that hold a write transaction now, in order. While another connection
+    /// holds one, a statement waiting to write cannot get its lock, so it need not be woken.
+    pub fn writers(&self) -> Vec<ConnectionId> {
+        self.connections
+            .iter()
+            .filter(|(_, slot)| {
+                matches!(
+                    slot.connection.transaction_state(Some(rusqlite::MAIN_DB)),
+                    Ok(rusqlite::TransactionState::Write)
+                )
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Rolls back whatever transaction `id` has open (used when a task ends without closing it).
     pub fn roll_back(&mut self, id: ConnectionId) {
         let slot = &self.connections[&id];
         if !slot.connection.is_autocommit() {
+            self.transactions_ended += u64::from(holds_lock(&slot.connection));
             // ROLLBACK cannot fail on an open transaction we own; if it did, closing the
             // connection later rolls back anyway.
             let _ = slot.connection.execute_batch("ROLLBACK");
@@ -513,6 +559,7 @@ impl Database {
             return false;
         };
         let was_open = !slot.connection.is_autocommit();
+        self.transactions_ended += u64::from(holds_lock(&slot.connection));
         if let Some(slot) = retire(slot) {
             self.store.pool.push(slot);
         }
@@ -624,6 +671,15 @@ fn record_change(changes: &mut Vec<RowChange>, context: &rusqlite::functions::Co
             values: Some(values),
         });
     }
+}
+
+/// Whether `connection` holds a lock on the main database: a read or a write transaction that
+/// has started, not a `BEGIN` that has touched nothing yet.
+fn holds_lock(connection: &rusqlite::Connection) -> bool {
+    !matches!(
+        connection.transaction_state(Some(rusqlite::MAIN_DB)),
+        Ok(rusqlite::TransactionState::None)
+    )
 }
 
 #[cfg(test)]

@@ -317,6 +317,7 @@ impl Simulation {
             (workload, Vec::new())
         };
 
+        let waits_for_locks = config.waits_for_locks;
         let domain = system.domain();
         let (invariants, left_out) = registry.judging(&*domain, system.workflows(), &config.invariants)?;
         let mut world = World::new(
@@ -333,6 +334,8 @@ impl Simulation {
             decider,
         );
         world.set_framework_commits_handlers(system.commits_after_answer());
+        // A seed file recorded before statements waited for locks replays with none waiting.
+        world.set_lock_waits(waits_for_locks, system.busy_timeout_ms());
         world.note_invariants_left_out(left_out);
         for (fault, events) in reshaped {
             world.record_reshaping(fault, events);

@@ -288,7 +288,8 @@ fn read_happening(
             state.open_transactions.remove(home);
             facts.add(home, Kind::Rollback, Tone::Warn, &text);
         }
-        Happening::Sleep { .. } => {
+        // Waiting for a lock is a sleep the database imposed: drawn as one, with its text.
+        Happening::Sleep { .. } | Happening::LockWait { .. } => {
             facts.add(home, Kind::Sleep, Tone::Neutral, &text);
         }
         Happening::Wake => {

@@ -367,6 +367,11 @@ impl Happening {
                     change.feed(feed);
                 }
             }
+            Happening::LockWait { statement, until_ms } => {
+                feed.tag(b'l');
+                feed.str(statement);
+                feed.i64(*until_ms);
+            }
             Happening::TaskEndedInTransaction => feed.tag(b't'),
             Happening::Sleep { duration_ms } => {
                 feed.tag(b's');

@@ -244,6 +244,14 @@ pub enum Happening {
         /// Whether a fault failed the statement without running it.
         injected: bool,
     },
+    /// SQLite refused a statement a lock, and it waits, as its connection's busy timeout says,
+    /// until a transaction ends or `until_ms`, then runs again.
+    LockWait {
+        /// The statement's SQL text.
+        statement: Arc<str>,
+        /// When the wait ends at the latest (virtual time, milliseconds).
+        until_ms: i64,
+    },
     /// A transaction of the actor's committed: rows written, and what they changed.
     Committed {
         /// Rows the transaction wrote.

@@ -68,6 +68,12 @@ impl fmt::Display for Happening {
                 }
                 Ok(())
             }
+            Happening::LockWait { statement, until_ms } => write!(
+                f,
+                "sql {} waits for the lock (until {} at the latest)",
+                summarize_sql(statement),
+                format_time_ms(*until_ms)
+            ),
             Happening::TaskEndedInTransaction => f.write_str("task ended inside a transaction; rolled back"),
             Happening::Sleep { duration_ms } => write!(f, "sleep {}", format_duration_ms(*duration_ms)),
             Happening::Wake => f.write_str("wake"),

@@ -38,6 +38,7 @@ use crate::workload::Workload;
 
 mod deliveries;
 mod incidents;
+mod locks;
 mod progress;
 mod provider;
 mod scheduler;
@@ -45,6 +46,7 @@ mod statements;
 mod tasks;
 
 pub use deliveries::Arrived;
+pub use statements::StatementStep;
 
 /// Identifies a task for the whole run; never reused.
 pub type TaskId = u64;
@@ -102,6 +104,9 @@ pub enum Park {
     Now,
     /// Sleeping, or waiting for a reply, until this virtual time.
     Until(i64),
+    /// Waiting for a lock SQLite refused: until a transaction ends, or this virtual time at the
+    /// latest (the statement's busy timeout).
+    ForLock(i64),
 }
 
 /// What a task is, for the trace and the quiescence check.
@@ -356,6 +361,8 @@ pub struct World {
     /// The system's web framework commits what a handler left open (see
     /// `System::commits_after_answer`), so a handler's open transaction is the framework's.
     framework_commits_handlers: bool,
+    /// Statements waiting for a lock, and each connection's busy timeout.
+    lock_waits: locks::LockWaits,
 }
 
 /// Controls and records of a scripted run.
@@ -570,6 +577,12 @@ impl World {
     /// Tells the world that the system's web framework commits whatever a handler left open.
     pub fn set_framework_commits_handlers(&mut self, commits: bool) {
         self.framework_commits_handlers = commits;
+    }
+
+    /// Tells the world whether statements wait for locks, and the busy timeout the system's
+    /// connections open with (see `System::busy_timeout_ms`).
+    pub fn set_lock_waits(&mut self, waits: bool, timeout_ms: i64) {
+        self.lock_waits = locks::LockWaits::new(waits, timeout_ms);
     }
 
     /// The first up process with `role`.
@@ -838,6 +851,7 @@ impl World {
             settings,
             sender_clock_offset_ms: 0,
             framework_commits_handlers: false,
+            lock_waits: locks::LockWaits::new(true, crate::system::DEFAULT_BUSY_TIMEOUT_MS),
         }
     }
 

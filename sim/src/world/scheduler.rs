@@ -213,6 +213,7 @@ impl World {
     }
 
     fn release_due_timers(&mut self) {
+        self.wake_lock_waiters();
         while let Some(&(time_ms, _, item)) = self.timers.first() {
             if time_ms > self.now_ms {
                 break;

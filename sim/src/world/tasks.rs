@@ -83,6 +83,10 @@ impl World {
         let at_ms = match park {
             Park::Now => self.now_ms,
             Park::Until(at_ms) => at_ms,
+            Park::ForLock(until_ms) => {
+                self.lock_waits.parked(task);
+                until_ms
+            }
         };
         let key = self.schedule(Item::Task(task), at_ms);
         self.tasks.get_mut(&task).expect("still registered").timer = key;
@@ -93,6 +97,8 @@ impl World {
     /// operation when it wakes.
     pub fn pause_task(&mut self, task: TaskId, duration_ms: i64) {
         let until_ms = self.now_ms + duration_ms;
+        // Paused, it waits for the pause to end and not for a lock.
+        self.lock_waits.stop_waiting(task);
         let key = self.schedule(Item::Task(task), until_ms);
         let state = self.tasks.get_mut(&task).expect("a paused task is registered");
         state.timer = key;
@@ -117,6 +123,7 @@ impl World {
     /// Forgets a finished task and returns its connection to the process's pool.
     pub fn finish_task(&mut self, task: TaskId) {
         let state = self.tasks.remove(&task).expect("a finished task is registered");
+        self.lock_waits.forget(task);
         if matches!(state.kind, TaskKind::Handler { .. } | TaskKind::Operator) {
             self.work_in_flight -= 1;
         }
@@ -166,6 +173,7 @@ impl World {
         let mut open_transactions = 0;
         for task in &tasks {
             let state = self.tasks.remove(task).expect("listed above");
+            self.lock_waits.forget(*task);
             if matches!(state.kind, TaskKind::Handler { .. } | TaskKind::Operator) {
                 self.work_in_flight -= 1;
             }
