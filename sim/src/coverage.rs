@@ -41,6 +41,10 @@ pub enum Situation {
     ConcurrentDuplicateDelivery,
     /// A relay worker got 409 because the provider still held or processed the key.
     ProviderConflict409,
+    /// A relay worker's call timed out while the provider had yet to act on it.
+    TimeoutWhileProviderActs,
+    /// The provider answered a relay worker's request and the answer was lost on its way back.
+    ProviderReplyLost,
     /// `BEGIN` failed with `SQLITE_BUSY`.
     BusyOnBegin,
     /// A relay worker looked its key up and found an effect it had not been told about.
@@ -51,7 +55,7 @@ pub enum Situation {
 
 impl Situation {
     /// Every situation, in the order reports list them.
-    pub const ALL: [Situation; 10] = [
+    pub const ALL: [Situation; 12] = [
         Situation::LostAckThenRetry,
         Situation::KeyExpiredWhileOwed,
         Situation::StaleWorkerFencedOut,
@@ -59,6 +63,8 @@ impl Situation {
         Situation::CrashInsideTransaction,
         Situation::ConcurrentDuplicateDelivery,
         Situation::ProviderConflict409,
+        Situation::TimeoutWhileProviderActs,
+        Situation::ProviderReplyLost,
         Situation::BusyOnBegin,
         Situation::ReconciledByLookup,
         Situation::RefundBeforePayment,
@@ -74,6 +80,8 @@ impl Situation {
             Situation::CrashInsideTransaction => "crash-inside-transaction",
             Situation::ConcurrentDuplicateDelivery => "concurrent-duplicate-delivery",
             Situation::ProviderConflict409 => "provider-conflict-409",
+            Situation::TimeoutWhileProviderActs => "timeout-while-provider-acts",
+            Situation::ProviderReplyLost => "provider-reply-lost",
             Situation::BusyOnBegin => "busy-on-begin",
             Situation::ReconciledByLookup => "reconciled-by-lookup",
             Situation::RefundBeforePayment => "refund-before-payment",
@@ -101,6 +109,12 @@ impl Situation {
             }
             Situation::ProviderConflict409 => {
                 "a relay worker got 409 because the provider was still processing or holding the key"
+            }
+            Situation::TimeoutWhileProviderActs => {
+                "a relay worker's call timed out while the provider had yet to act on it, so the worker could not tell whether it would"
+            }
+            Situation::ProviderReplyLost => {
+                "the provider answered a relay worker's request and the answer was lost on its way back"
             }
             Situation::BusyOnBegin => "BEGIN failed with SQLITE_BUSY",
             Situation::ReconciledByLookup => {
@@ -132,6 +146,8 @@ impl Situation {
                 faults::provider_conflict::KIND.name,
                 faults::provider_slow::KIND.name,
             ],
+            Situation::TimeoutWhileProviderActs => &[faults::provider_slow::KIND.name],
+            Situation::ProviderReplyLost => &[faults::lost_ack::KIND.name],
             Situation::BusyOnBegin => &[],
             Situation::ReconciledByLookup => &[faults::lost_ack::KIND.name, faults::provider_slow::KIND.name],
             Situation::RefundBeforePayment => &[faults::reorder::KIND.name, faults::late_delivery::KIND.name],
@@ -327,6 +343,11 @@ pub struct Tally {
     pub count: u64,
     /// How many seeds it happened in at least once.
     pub seeds: u64,
+    /// How many seeds had one of the fault models it needs on (see [`Situation::needs`]); 0 for
+    /// a situation that needs none.
+    pub seeds_with_its_faults: u64,
+    /// How many of those seeds it happened in.
+    pub reached_with_its_faults: u64,
 }
 
 impl Tally {
@@ -455,6 +476,28 @@ impl SweepCoverage {
         for (name, &count) in outcome.situations {
             self.situations.entry(name.clone()).or_default().add(count);
         }
+        for situation in Situation::ALL {
+            let needs = situation.needs();
+            let on = needs.iter().any(|name| {
+                outcome.faults.get(*name).is_some_and(|settings| {
+                    settings
+                        .get("enabled")
+                        .and_then(serde_json::Value::as_bool)
+                        .unwrap_or(true)
+                })
+            });
+            if on {
+                let tally = self.situations.entry(situation.name().to_owned()).or_default();
+                tally.seeds_with_its_faults += 1;
+                if outcome
+                    .situations
+                    .get(situation.name())
+                    .is_some_and(|&count| count > 0)
+                {
+                    tally.reached_with_its_faults += 1;
+                }
+            }
+        }
     }
 
     /// The fault models in registry order, then any others the runs reported.
@@ -514,10 +557,31 @@ impl SweepCoverage {
                 )
             })
             .collect();
+        let with_faults: Vec<String> = Situation::ALL
+            .into_iter()
+            .filter_map(|situation| {
+                let tally = self.situation(situation);
+                (tally.seeds_with_its_faults > 0).then(|| {
+                    format!(
+                        "{} {}% ({} of {})",
+                        situation.name(),
+                        tally.reached_with_its_faults * 100 / tally.seeds_with_its_faults,
+                        tally.reached_with_its_faults,
+                        tally.seeds_with_its_faults
+                    )
+                })
+            })
+            .collect();
         let mut lines = vec![
             format!("coverage: faults fired: {}", fired.join(", ")),
             format!("coverage: situations: {}", reached.join(", ")),
         ];
+        if !with_faults.is_empty() {
+            lines.push(format!(
+                "coverage: reached in the seeds with a fault model it needs on: {}",
+                with_faults.join(", ")
+            ));
+        }
         lines.extend(
             self.warnings()
                 .into_iter()
@@ -683,6 +747,44 @@ mod tests {
         assert!(!never_refunded(&coverage), "{:#?}", coverage.warnings());
         coverage.add(seed("payments"));
         assert!(never_refunded(&coverage), "{:#?}", coverage.warnings());
+    }
+
+    #[test]
+    fn a_situation_is_counted_among_the_seeds_that_had_a_fault_model_it_needs_on() {
+        let mut coverage = SweepCoverage::default();
+        let lost_ack_on: BTreeMap<String, serde_json::Value> = [(
+            faults::lost_ack::KIND.name.to_owned(),
+            serde_json::json!({"enabled": true}),
+        )]
+        .into();
+        let lost_ack_off: BTreeMap<String, serde_json::Value> = [(
+            faults::lost_ack::KIND.name.to_owned(),
+            serde_json::json!({"enabled": false}),
+        )]
+        .into();
+        let reached: BTreeMap<String, u64> = [(Situation::ProviderReplyLost.name().to_owned(), 2)].into();
+        let none = BTreeMap::new();
+        for (faults, situations) in [
+            (&lost_ack_on, &reached),
+            (&lost_ack_on, &none),
+            (&lost_ack_on, &none),
+            (&lost_ack_off, &none),
+        ] {
+            coverage.add(SeedCoverage {
+                faults,
+                faults_fired: &none,
+                situations,
+                invariants_left_out: &[],
+                domain: "payments",
+            });
+        }
+        let line = coverage
+            .lines()
+            .into_iter()
+            .find(|line| line.starts_with("coverage: reached in the seeds"))
+            .expect("the line is printed once a fault model was on");
+        assert!(line.contains("provider-reply-lost 33% (1 of 3)"), "{line}");
+        assert!(!line.contains("busy-on-begin"), "it needs no fault model: {line}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use commitgap_sim::commitgap::env::{DbError, Env};
-use commitgap_sim::commitgap::receiver::ReceiverSteps;
+use commitgap_sim::commitgap::receiver::{Incoming, ReceiverSteps, Recorded, begin, insert_receipt};
 use commitgap_sim::commitgap::relay::{Claim, RelaySettings, RelaySteps};
 use commitgap_sim::run::{RunOptions, run_seed};
 use commitgap_sim::system::System;
@@ -62,6 +62,87 @@ impl Variant for NeverClaims {
     fn description(&self) -> String {
         "the relay's claim never takes an obligation".to_owned()
     }
+}
+
+/// A receiver whose receipt insert fails on a redelivery, as one without `ON CONFLICT` does: the
+/// first delivery of each event is applied, and every later one is answered 503 the same way.
+#[derive(Debug, Clone, Copy, Default)]
+struct RefusesRedeliveries;
+
+impl ReceiverSteps for RefusesRedeliveries {
+    async fn record_receipt(&self, env: &dyn Env, incoming: &Incoming<'_>) -> Result<Recorded, DbError> {
+        if let Err(answer) = begin(env).await {
+            return Ok(Recorded::Answered(answer));
+        }
+        if insert_receipt(env, incoming).await? {
+            return Ok(Recorded::New);
+        }
+        Err(DbError::Constraint(
+            "UNIQUE constraint failed: receipts.account, receipts.event_id".to_owned(),
+        ))
+    }
+}
+
+impl RelaySteps for RefusesRedeliveries {}
+
+impl Variant for RefusesRedeliveries {
+    fn name(&self) -> &'static str {
+        "refuses-redeliveries"
+    }
+
+    fn description(&self) -> String {
+        "the receiver fails every redelivery of an event it has a receipt for".to_owned()
+    }
+}
+
+#[test]
+fn a_delivery_refused_the_same_way_after_heal_is_stuck_and_named() {
+    let system: Arc<dyn System> = Arc::new(ReferenceSystem::new(RefusesRedeliveries));
+    let mut stuck = 0;
+    for seed in 0..20 {
+        let outcome = run_seed(&system, seed, &RunOptions::default()).unwrap();
+        assert!(
+            outcome.unsettled.is_none(),
+            "seed {seed}: {:?}",
+            outcome.unsettled
+        );
+        let Some(failure) = outcome.failure else {
+            continue;
+        };
+        if failure.invariant == "work-progresses-after-heal" {
+            assert!(
+                failure.message.contains("times since heal") && failure.message.contains("each time"),
+                "seed {seed}: {}",
+                failure.message
+            );
+            stuck += 1;
+        }
+    }
+    assert!(stuck >= 3, "{stuck} of 20 seeds were judged stuck");
+}
+
+/// The run of a receiver stuck on one event shrinks to that event's deliveries.
+#[test]
+fn a_receiver_stuck_on_one_event_shrinks_to_a_few_hundred_steps() {
+    let system: Arc<dyn System> = Arc::new(ReferenceSystem::new(RefusesRedeliveries));
+    let options = RunOptions {
+        record_schedule: true,
+        ..RunOptions::default()
+    };
+    let (seed, outcome) = (0..20)
+        .map(|seed| (seed, run_seed(&system, seed, &options).unwrap()))
+        .find(|(_, outcome)| {
+            outcome
+                .failure
+                .as_ref()
+                .is_some_and(|failure| failure.invariant == "work-progresses-after-heal")
+        })
+        .expect("a seed is stuck");
+    let schedule = outcome.schedule.expect("the run was written down");
+    let shrunk = commitgap_sim::shrink::shrink(&system, seed, &outcome.config, &schedule, 1000).unwrap();
+    assert_eq!(shrunk.shrunk.failure.invariant, "work-progresses-after-heal");
+    println!("seed {seed}: {} -> {} steps", outcome.steps, shrunk.shrunk.steps);
+    assert!(shrunk.shrunk.steps <= 600, "{}", shrunk.summary());
 }
 
 #[test]

@@ -244,6 +244,16 @@ fn sql_mutants_rewrite_each_statement_and_count_what_was_caught() {
         stdout.contains("equivalent: the transaction's first statement is the receipt's insert"),
         "{stdout}"
     );
+    // Without ON CONFLICT a redelivered event's receipt insert fails the same way on every
+    // attempt: a receiver stuck on one event, named as such rather than left unsettled.
+    let stuck_receiver = stdout
+        .lines()
+        .find(|line| line.contains("INSERT INTO receipts") && line.contains("drop ON CONFLICT"))
+        .expect("the receipt insert's ON CONFLICT is mutated");
+    assert!(
+        stuck_receiver.contains("work-progresses-after-heal"),
+        "{stuck_receiver}"
+    );
     let tally = stdout
         .lines()
         .find(|line| line.starts_with("sql mutants: ") && line.contains(" caught, "))

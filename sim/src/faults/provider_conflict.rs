@@ -40,9 +40,13 @@ struct ProviderConflict {
     healed: bool,
 }
 
-fn draw(rng: &mut SimRng, _context: &FaultContext) -> Settings {
+fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
+    // A relay that cannot tell whether the provider acted (its reply lost, or the call timed out)
+    // comes back after the call timeout and the provider's processing bound; a lock shorter than
+    // that is never met. So the lock runs past that moment by Brandur's 90 s or less.
+    let relay_comes_back_ms = context.call_timeout_ms + context.provider_act_ms_max;
     Settings {
-        lock_ms: *rng.pick(&[1_000, 30_000, 90_000]),
+        lock_ms: relay_comes_back_ms + *rng.pick(&[1_000, 30_000, 90_000]),
     }
 }
 

@@ -254,6 +254,7 @@ impl World {
         if self.sender.stream(stream).state == EventState::Acknowledged {
             self.probes.stream_settled(stream);
         }
+        self.watch_answer(delivery, &answer);
         let how = match delivery.kind {
             DeliveryKind::Scheduled => DeliveryHow::Attempt(delivery.attempt),
             DeliveryKind::Copy => DeliveryHow::Copy,
@@ -272,6 +273,7 @@ impl World {
     /// gave up on, and looks again later while anything is unsettled.
     pub fn operator_redelivery_round(&mut self, round: u32) -> Vec<usize> {
         let given_up = self.sender.given_up();
+        self.watch_manual_redeliveries(&given_up);
         self.record(Happening::OperatorRedeliver {
             streams: given_up.len(),
             round,

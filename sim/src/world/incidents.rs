@@ -183,7 +183,13 @@ impl World {
     pub fn heal(&mut self) {
         self.healed = true;
         let now_ms = self.now_ms;
-        self.stuck_watch.healed(now_ms);
+        let attempts = self
+            .sender
+            .streams()
+            .iter()
+            .map(|stream| stream.attempts)
+            .collect();
+        self.stuck_watch.healed(now_ms, attempts);
         for index in 0..self.faults.len() {
             for action in self.faults[index].heal(now_ms) {
                 self.schedule_fault_action(index, action);

@@ -9,13 +9,22 @@
 //! provider may replay an error it cached under the key until it forgets the key, and a relay
 //! that keeps trying until then, or until its own attempts run out, is slow, not stuck.) Once the provider has performed an obligation's
 //! operation, a correct relay settles it at its next claim (it finds the key and records the
-//! outcome); one taken up again and again after that is stuck however short the time. This module
-//! records the claims made after heal and says what is stuck; it decides nothing and changes no
+//! outcome); one taken up again and again after that is stuck however short the time.
+//!
+//! Deliveries are judged the same way. After heal a correct receiver has no reason to answer a
+//! delivery "retry later" (a 5xx) except a lock held past its busy timeout, and that passes; a
+//! stream the sender delivered several times since heal and that got the very same 5xx answer
+//! each time is stuck: the receiver refuses it the same way and will go on doing so. (4xx
+//! answers are not judged here: a domain may rightly refuse an event for good, and
+//! `genuine-delivery-accepted` judges the refusals it may not make.) This module records the
+//! claims and the answers after heal and says what is stuck; it decides nothing and changes no
 //! state of the run.
 
 use std::collections::BTreeMap;
 
-use super::World;
+use commitgap::receiver::Answer;
+
+use super::{DeliveryKind, DeliveryRef, World};
 use crate::rows::{ObligationStatus, ObservedRow};
 use crate::trace::format_time_ms;
 use crate::view::RowDiff;
@@ -30,6 +39,16 @@ pub struct StuckWatch {
     /// The next virtual time at which to look again: the windows are hours long, so looking at
     /// every step would only cost time.
     next_look_ms: i64,
+    /// By sender stream: the attempts it had started by heal. Only attempts started after heal
+    /// are judged, since one started before may meet a lock a fault left behind.
+    attempts_at_heal: Vec<u32>,
+    /// By sender stream: the 5xx answer its latest delivery got since heal, the scheduled
+    /// attempt it answered (0 for a manual redelivery), and how many deliveries in a row got it.
+    refusals: BTreeMap<usize, (String, u32, u32)>,
+    /// By sender stream: manual redeliveries the operator made after heal, not yet answered.
+    manual_redeliveries: BTreeMap<usize, u32>,
+    /// A stream found refused the same way too often, waiting to be reported.
+    refused_stream: Option<String>,
 }
 
 /// Claims of one obligation after its operation was performed that a correct relay never needs:
@@ -37,10 +56,15 @@ pub struct StuckWatch {
 /// two.
 const CLAIMS_AFTER_PERFORMED_MAX: usize = 5;
 
+/// Identical 5xx answers to one stream after heal that make it stuck. GitHub's sender does not
+/// retry, and its operator redelivers three times; every other sender retries for hours.
+const SAME_REFUSALS_STUCK: u32 = 3;
+
 impl StuckWatch {
-    /// Starts watching at heal.
-    pub(super) fn healed(&mut self, now_ms: i64) {
+    /// Starts watching at heal, when each sender stream had started `attempts`.
+    pub(super) fn healed(&mut self, now_ms: i64, attempts: Vec<u32>) {
         self.healed_at_ms = Some(now_ms);
+        self.attempts_at_heal = attempts;
         self.next_look_ms = now_ms;
     }
 
@@ -65,6 +89,66 @@ impl StuckWatch {
 }
 
 impl World {
+    /// Notes the operator's manual redelivery of `streams` after heal: their answers are judged.
+    pub(super) fn watch_manual_redeliveries(&mut self, streams: &[usize]) {
+        for &stream in streams {
+            *self.stuck_watch.manual_redeliveries.entry(stream).or_default() += 1;
+        }
+    }
+
+    /// Records the answer the sender got for one of its scheduled attempts after heal: the same
+    /// 5xx to attempt after attempt makes the stream stuck (see the module doc). Copies and
+    /// extra deliveries are not judged: they come from faults, and several arrive at once.
+    pub(super) fn watch_answer(&mut self, delivery: DeliveryRef, answer: &Answer) {
+        let Some(healed_at_ms) = self.stuck_watch.healed_at_ms else {
+            return;
+        };
+        let stream = delivery.stream;
+        let started_before_heal = self
+            .stuck_watch
+            .attempts_at_heal
+            .get(stream)
+            .is_some_and(|&attempts| delivery.attempt <= attempts);
+        match delivery.kind {
+            DeliveryKind::Scheduled if !started_before_heal => {}
+            // The operator's manual redeliveries come after heal, one per stream per round.
+            DeliveryKind::Extra => match self.stuck_watch.manual_redeliveries.get_mut(&stream) {
+                Some(pending) if *pending > 0 => *pending -= 1,
+                _ => return,
+            },
+            _ => return,
+        }
+        if answer.status() < 500 {
+            self.stuck_watch.refusals.remove(&stream);
+            return;
+        }
+        let text = answer.to_string();
+        let entry = self
+            .stuck_watch
+            .refusals
+            .entry(stream)
+            .or_insert_with(|| (text.clone(), 0, 0));
+        if entry.0 != text {
+            *entry = (text, delivery.attempt, 0);
+        } else if entry.2 > 0 && delivery.attempt > 0 && entry.1 == delivery.attempt {
+            // Another answer to an attempt already counted.
+            return;
+        }
+        entry.1 = delivery.attempt;
+        entry.2 += 1;
+        let count = entry.2;
+        if count >= SAME_REFUSALS_STUCK && self.stuck_watch.refused_stream.is_none() {
+            let event = &self.workload.events[self.sender.stream(stream).event];
+            self.stuck_watch.refused_stream = Some(format!(
+                "{}/{} (stream {stream}) was delivered {count} times since heal at {} and answered \"{}\" each time: the receiver refuses it the same way and will go on doing so",
+                event.account,
+                event.event_id,
+                format_time_ms(healed_at_ms),
+                self.stuck_watch.refusals[&stream].0
+            ));
+        }
+    }
+
     /// At the liveness bound, what is stuck rather than slow: an owed obligation that no worker
     /// has taken up in the second half of the liveness phase (`since_step`, the step at its
     /// middle), however the steps were spent. `None` when every owed obligation was taken up
@@ -104,6 +188,9 @@ impl World {
     /// obligation is within the waits its relay was promised.
     pub fn diagnose_stuck(&mut self) -> Option<String> {
         let healed_at_ms = self.stuck_watch.healed_at_ms?;
+        if let Some(diagnosis) = self.stuck_watch.refused_stream.take() {
+            return Some(diagnosis);
+        }
         let now_ms = self.now_ms;
         if now_ms < self.stuck_watch.next_look_ms {
             return None;

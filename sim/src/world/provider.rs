@@ -36,6 +36,7 @@ impl World {
         let (mut reply_at_ms, mut reply, outcome) = self.provider_reply(call, &key, provider_faults);
         let reply_lost = self.provider_reply_lost(now_ms) && reply.is_ok();
         if reply_lost {
+            self.probes.reach(Situation::ProviderReplyLost);
             self.record_fault(
                 crate::faults::lost_ack::KIND.name,
                 &format_args!("provider reply for key {key} lost"),
@@ -137,6 +138,7 @@ impl World {
                         format_duration_ms(act_after_ms)
                     ),
                 );
+                self.probes.reach(Situation::TimeoutWhileProviderActs);
                 let outcome = CallOutcome::Busy { for_ms: act_after_ms };
                 (now_ms + call.timeout_ms, Err(CallError::Timeout), outcome)
             }
