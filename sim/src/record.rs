@@ -41,6 +41,9 @@ pub struct StepRecord {
     /// Processes whose task returned in this step with a transaction still open (a crash is not
     /// a return; a handler whose web framework commits after the answer is not counted).
     pub transactions_left_open: Vec<String>,
+    /// What a receipt purge deleted or left against its cutoff, one line each (see
+    /// `world/purges.rs`).
+    pub purge_violations: Vec<String>,
 }
 
 impl StepRecord {
@@ -52,6 +55,7 @@ impl StepRecord {
             && self.requests.is_empty()
             && self.replies.is_empty()
             && self.transactions_left_open.is_empty()
+            && self.purge_violations.is_empty()
     }
 
     /// Empties every list, ready for the next step.
@@ -62,6 +66,7 @@ impl StepRecord {
         self.requests.clear();
         self.replies.clear();
         self.transactions_left_open.clear();
+        self.purge_violations.clear();
     }
 }
 

@@ -102,6 +102,10 @@ pub struct ReceiptRow {
     pub account: String,
     /// Upstream event id, unique within the account.
     pub event_id: String,
+    /// When the receipt says the event was received, as the receiver's clock read then, in
+    /// milliseconds: what a purge compares with its cutoff. `None` when the system does not say,
+    /// and then `purge-keeps-retention` does not judge the row.
+    pub received_ms: Option<i64>,
 }
 
 /// The business state of one entity, decoded into its domain's words (see

@@ -418,6 +418,10 @@ impl Scenario {
         let task = self.simulation.spawn(process, TaskKind::Purge, move |env, _| {
             system.purge_receipts(env, older_than_ms)
         })?;
+        self.simulation
+            .world
+            .borrow_mut()
+            .watch_purge(task, process, older_than_ms);
         self.run_task_to_end(task)
     }
 

@@ -107,16 +107,6 @@ pub const REFERENCE_EQUIVALENT: &[Equivalent] = &[
         "the transaction's first statement is the receipt's insert, a write, so a deferred BEGIN takes the write lock there, waiting for it as long as BEGIN IMMEDIATE would; no read comes first, so no upgrade can be refused, and a busy error on the insert is answered 503 like one on BEGIN",
     ),
     (
-        "DELETE FROM receipts WHERE received_ms < ?1",
-        "drop WHERE",
-        "the reference never relies on a receipt being kept: business-state guards stop a redelivery whose receipt is gone, so purging every receipt is receipt-purge at retention 0",
-    ),
-    (
-        "DELETE FROM receipts WHERE received_ms < ?1",
-        "drop the statement",
-        "keeping receipts forever is a cost, not a behaviour: nothing a sender or the provider sees changes",
-    ),
-    (
         "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms)",
         "drop ON CONFLICT",
         "the insert follows the payment transition in the same transaction, and that transition applies once per order, so a second insert of one key never happens",

@@ -81,7 +81,10 @@ pub trait System: Send + Sync {
     /// Runs one relay worker until the process stops (the future is then dropped).
     fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()>;
 
-    /// Deletes receipts received before `older_than_ms`.
+    /// Deletes the receipts received before `older_than_ms`, and no others. The receipt rows'
+    /// own received time ([`crate::rows::ReceiptRow::received_ms`]) is what
+    /// `purge-keeps-retention` compares with the cutoff; a purge whose statement fails may leave
+    /// receipts for its next run.
     fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()>;
 
     /// The operator's recovery after an incident: moves every dead obligation back to owed. The

@@ -171,6 +171,14 @@ impl DbView {
         self.rows.values().filter_map(as_obligation)
     }
 
+    /// Every receipt, in table order.
+    pub fn all_receipts(&self) -> impl Iterator<Item = &ReceiptRow> {
+        self.rows.values().filter_map(|row| match row {
+            ObservedRow::Receipt(receipt) => Some(receipt),
+            _ => None,
+        })
+    }
+
     /// Every business entity, in table order.
     pub fn entities(&self) -> impl Iterator<Item = &EntityRow> {
         self.rows.values().filter_map(|row| match row {

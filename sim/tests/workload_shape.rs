@@ -254,6 +254,14 @@ fn sql_mutants_rewrite_each_statement_and_count_what_was_caught() {
         stuck_receiver.contains("work-progresses-after-heal"),
         "{stuck_receiver}"
     );
+    // A purge that deletes every receipt, or none, is judged against its cutoff.
+    for rewrite in ["drop WHERE", "drop the statement"] {
+        let purge = stdout
+            .lines()
+            .find(|line| line.contains("DELETE FROM receipts") && line.contains(rewrite))
+            .expect("the purge is mutated");
+        assert!(purge.contains("purge-keeps-retention"), "{purge}");
+    }
     let tally = stdout
         .lines()
         .find(|line| line.starts_with("sql mutants: ") && line.contains(" caught, "))

@@ -42,21 +42,11 @@ pub fn shape() -> WorkloadShape {
 
 /// The SQL mutants of the CI service that change nothing a sender, the provider or an invariant
 /// can see, with why: `mutants --sql` reports them as equivalent rather than as gaps.
-pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 10] = [
+pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 8] = [
     (
         "BEGIN IMMEDIATE",
         "BEGIN IMMEDIATE -> BEGIN",
         "the transaction's first statement is the receipt's insert, a write, so a deferred BEGIN takes the write lock there instead; a busy error there is answered 503 like one on BEGIN",
-    ),
-    (
-        "DELETE FROM deliveries WHERE received_ms < ?1",
-        "drop WHERE",
-        "nothing relies on a receipt being kept: a branch's head moves only forward and a build is unique per (repository, commit), so purging every receipt is receipt-purge at retention 0",
-    ),
-    (
-        "DELETE FROM deliveries WHERE received_ms < ?1",
-        "drop the statement",
-        "keeping receipts forever is a cost, not a behaviour: nothing a sender or the provider sees changes",
     ),
     (
         "UPDATE branches SET head_sha = ?3, head_created_ms = ?4 WHERE",

@@ -166,6 +166,7 @@ impl System for CiSystem {
             "deliveries" => Ok(ObservedRow::Receipt(ReceiptRow {
                 account: row.text(0)?,
                 event_id: row.text(1)?,
+                received_ms: Some(row.int(2)?),
             })),
             "branches" => Ok(ObservedRow::Entity(EntityRow {
                 tenant: row.text(0)?,

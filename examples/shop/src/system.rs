@@ -162,6 +162,7 @@ impl System for ShopSystem {
             "inbox" => Ok(ObservedRow::Receipt(ReceiptRow {
                 account: text_at(0)?,
                 event_id: text_at(1)?,
+                received_ms: Some(int_at(2)?),
             })),
             "shop_orders" => Ok(payments::order_row(
                 &text_at(0)?,

@@ -37,6 +37,7 @@ mod only_owed_operations_take_effect;
 mod outbox_drains;
 mod owed_operation_settles;
 pub mod payments;
+mod purge_keeps_retention;
 mod receipt_commits_with_its_work;
 mod request_matches_obligation;
 mod sender_converges;
@@ -232,6 +233,7 @@ fn built_in(domain: &dyn Domain) -> Vec<Box<dyn Invariant>> {
         Box::new(request_matches_obligation::RequestMatchesObligation),
         Box::new(no_call_inside_transaction::NoCallInsideTransaction),
         Box::new(task_closes_its_transaction::TaskClosesItsTransaction),
+        Box::new(purge_keeps_retention::PurgeKeepsRetention),
         Box::new(receipt_commits_with_its_work::ReceiptCommitsWithItsWork),
         Box::new(one_receipt_per_event::OneReceiptPerEvent),
         Box::new(one_obligation_per_operation::OneObligationPerOperation),

@@ -738,9 +738,10 @@ impl Simulation {
                 let purger = self.world.borrow_mut().begin_purge(fault, older_than_ms);
                 if let Some(process) = purger {
                     let system = Arc::clone(&self.system);
-                    self.spawn(process, TaskKind::Purge, move |env, _| {
+                    let task = self.spawn(process, TaskKind::Purge, move |env, _| {
                         system.purge_receipts(env, older_than_ms)
                     })?;
+                    self.world.borrow_mut().watch_purge(task, process, older_than_ms);
                 }
             }
             TimerAction::Attack { attack, target } => {

@@ -186,6 +186,7 @@ pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow
         "receipts" => Ok(ObservedRow::Receipt(ReceiptRow {
             account: columns.text(&RECEIPT_COLUMNS, "account")?,
             event_id: columns.text(&RECEIPT_COLUMNS, "event_id")?,
+            received_ms: Some(columns.int(&RECEIPT_COLUMNS, "received_ms")?),
         })),
         "orders" => {
             let status = match columns.text(&ORDER_COLUMNS, "status")?.as_str() {

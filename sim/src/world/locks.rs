@@ -76,6 +76,11 @@ impl LockWaits {
         }
     }
 
+    /// Whether refused statements wait (false replays a seed file recorded before they did).
+    pub fn waits(&self) -> bool {
+        self.waits
+    }
+
     /// The busy timeout of `connection`, in milliseconds.
     pub fn timeout_ms(&self, connection: ConnectionId) -> i64 {
         if !self.waits {

@@ -41,6 +41,7 @@ mod incidents;
 mod locks;
 mod progress;
 mod provider;
+mod purges;
 mod scheduler;
 mod statements;
 mod tasks;
@@ -312,6 +313,8 @@ pub struct World {
     invariants_left_out: Vec<(String, String)>,
     /// The claims made after heal, to tell stuck work from slow work.
     stuck_watch: progress::StuckWatch,
+    /// The receipt purges running, to judge what they delete.
+    purge_watch: purges::PurgeWatch,
     db: Database,
     observed_tables: Vec<&'static str>,
     processes: Vec<Process>,
@@ -680,6 +683,7 @@ impl World {
             self.trace.record(Happening::Committed { rows, observed });
             remember(&mut self.history, &commit.process_id, &diffs);
             self.stuck_watch.committed(self.now_ms, &diffs);
+            self.purge_committed(&commit.process_id, &diffs);
             self.probes.committed(&commit.process_id, &diffs, &self.view);
             self.step_record.commits.push(crate::record::CommitRecord {
                 process_id: commit.process_id,
@@ -687,6 +691,7 @@ impl World {
                 diffs,
             });
         }
+        self.judge_returned_purges();
         Ok(())
     }
 
@@ -818,6 +823,7 @@ impl World {
             model,
             invariants_left_out: Vec::new(),
             stuck_watch: progress::StuckWatch::default(),
+            purge_watch: purges::PurgeWatch::default(),
             db,
             observed_tables,
             processes,

@@ -9,14 +9,17 @@
 //! provider may replay an error it cached under the key until it forgets the key, and a relay
 //! that keeps trying until then, or until its own attempts run out, is slow, not stuck.) Once the provider has performed an obligation's
 //! operation, a correct relay settles it at its next claim (it finds the key and records the
-//! outcome); one taken up again and again after that is stuck however short the time.
+//! outcome); one taken up again and again after that is stuck however short the time, and so is
+//! one taken up again and again while no request at all reaches the provider.
 //!
 //! Deliveries are judged the same way. After heal a correct receiver has no reason to answer a
 //! delivery "retry later" (a 5xx) except a lock held past its busy timeout, and that passes; a
 //! stream the sender delivered several times since heal and that got the very same 5xx answer
 //! each time is stuck: the receiver refuses it the same way and will go on doing so. (4xx
 //! answers are not judged here: a domain may rightly refuse an event for good, and
-//! `genuine-delivery-accepted` judges the refusals it may not make.) This module records the
+//! `genuine-delivery-accepted` judges the refusals it may not make. Nor are deliveries in the
+//! replay of a seed file recorded before statements waited for locks: there plain contention
+//! answers a burst of redeliveries busy, round after round.) This module records the
 //! claims and the answers after heal and says what is stuck; it decides nothing and changes no
 //! state of the run.
 
@@ -49,12 +52,18 @@ pub struct StuckWatch {
     manual_redeliveries: BTreeMap<usize, u32>,
     /// A stream found refused the same way too often, waiting to be reported.
     refused_stream: Option<String>,
+    /// Requests that reached the provider since heal.
+    requests_since_heal: u64,
 }
 
 /// Claims of one obligation after its operation was performed that a correct relay never needs:
 /// one finds the performed key and settles it, and a busy database may spoil that write a time or
 /// two.
 const CLAIMS_AFTER_PERFORMED_MAX: usize = 5;
+
+/// Claims of one obligation after heal with no request reaching the provider since: a correct
+/// relay calls the provider (a send or a lookup) after every claim it makes.
+const CLAIMS_WITHOUT_REQUEST_MAX: usize = 5;
 
 /// Identical 5xx answers to one stream after heal that make it stuck. GitHub's sender does not
 /// retry, and its operator redelivers three times; every other sender retries for hours.
@@ -66,6 +75,13 @@ impl StuckWatch {
         self.healed_at_ms = Some(now_ms);
         self.attempts_at_heal = attempts;
         self.next_look_ms = now_ms;
+    }
+
+    /// A request reached the provider.
+    pub(super) fn requested(&mut self) {
+        if self.healed_at_ms.is_some() {
+            self.requests_since_heal += 1;
+        }
     }
 
     /// Records the leases taken in one commit's changes, after heal.
@@ -103,6 +119,11 @@ impl World {
         let Some(healed_at_ms) = self.stuck_watch.healed_at_ms else {
             return;
         };
+        // Where statements do not wait for locks (a seed file recorded before they did), a burst
+        // of redeliveries is answered busy by plain contention, round after round.
+        if !self.lock_waits.waits() {
+            return;
+        }
         let stream = delivery.stream;
         let started_before_heal = self
             .stuck_watch
@@ -223,6 +244,13 @@ impl World {
             }
             if claims.is_empty() {
                 continue;
+            }
+            if claims.len() > CLAIMS_WITHOUT_REQUEST_MAX && self.stuck_watch.requests_since_heal == 0 {
+                return Some(format!(
+                    "obligation {key} was taken up {} times since heal at {} and no request has reached the provider since: the relay claims it without ever sending",
+                    claims.len(),
+                    format_time_ms(healed_at_ms)
+                ));
             }
             let performed_ms = self
                 .provider

@@ -61,6 +61,7 @@ impl World {
     /// request's idempotency key.
     fn note_provider_call(&mut self, task: TaskId, call: &ProviderCall) -> String {
         let key = call.request.idempotency_key().to_owned();
+        self.stuck_watch.requested();
         let (process_id, connection) = {
             let state = &self.tasks[&task];
             (state.process_id.clone(), state.connection)

@@ -53,12 +53,16 @@ impl World {
             // other does, with the timeout the connection will have.
             Err(DbError::Busy) if self.tasks[&task].inject_failure.is_none() => {
                 let timeout_ms = self.lock_waits.timeout_before_connecting_ms(task);
-                return match self.lock_waits.refused(task, timeout_ms, self.now_ms) {
-                    Some(refusal) => self.wait_for_lock(sql, refusal),
-                    None => StatementStep::Done(Err(DbError::Busy)),
-                };
+                if let Some(refusal) = self.lock_waits.refused(task, timeout_ms, self.now_ms) {
+                    return self.wait_for_lock(sql, refusal);
+                }
+                self.purge_statement_failed(task);
+                return StatementStep::Done(Err(DbError::Busy));
             }
-            Err(error) => return StatementStep::Done(Err(error)),
+            Err(error) => {
+                self.purge_statement_failed(task);
+                return StatementStep::Done(Err(error));
+            }
         };
         let (result, injected) = self.run_statement(task, connection, sql, params, wants_rows);
         if !injected && matches!(result, Err(DbError::Busy)) && self.db.busy_is_waited_for(connection) {
@@ -68,6 +72,9 @@ impl World {
             }
         }
         self.lock_waits.finished(task);
+        if result.is_err() {
+            self.purge_statement_failed(task);
+        }
         let statement = crate::sql::Statement::remembered(sql);
         self.trace.record_sql(
             &statement.text,

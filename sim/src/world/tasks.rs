@@ -124,6 +124,7 @@ impl World {
     pub fn finish_task(&mut self, task: TaskId) {
         let state = self.tasks.remove(&task).expect("a finished task is registered");
         self.lock_waits.forget(task);
+        self.purge_returned(task);
         if matches!(state.kind, TaskKind::Handler { .. } | TaskKind::Operator) {
             self.work_in_flight -= 1;
         }
@@ -174,6 +175,7 @@ impl World {
         for task in &tasks {
             let state = self.tasks.remove(task).expect("listed above");
             self.lock_waits.forget(*task);
+            self.purge_killed(*task);
             if matches!(state.kind, TaskKind::Handler { .. } | TaskKind::Operator) {
                 self.work_in_flight -= 1;
             }
