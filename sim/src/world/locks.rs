@@ -254,6 +254,14 @@ impl World {
 /// Reads `PRAGMA [main.]busy_timeout [= N | (N)]`: `Some(None)` for the query form, `Some(Some(N))`
 /// for a setting, `None` for any other statement.
 fn busy_timeout_pragma(sql: &str) -> Option<Option<i64>> {
+    // Every statement passes here: rule out all but pragmas before allocating anything.
+    let is_pragma = sql
+        .trim_start()
+        .get(..6)
+        .is_some_and(|verb| verb.eq_ignore_ascii_case("pragma"));
+    if !is_pragma {
+        return None;
+    }
     let compact: String = sql
         .trim()
         .trim_end_matches(';')
