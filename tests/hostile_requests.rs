@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use commitgap::receiver::Answer;
+use commitgap::receiver::{Answer, DEFAULT_BODY_BYTES_MAX};
 use commitgap_sim::domain::Domain;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
@@ -85,10 +85,10 @@ fn rows_written(scenario: &Scenario) -> i64 {
 #[test]
 fn only_an_attack_that_keeps_the_genuine_signature_reads_it() {
     for attack in Attack::ALL {
-        let signed = hostile_request(attack, genuine(0), "acct-b", &invalid);
+        let signed = hostile_request(attack, genuine(0), "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
         let mut unsigned = genuine(0);
         unsigned.headers.signature = String::new();
-        let from_unsigned = hostile_request(attack, unsigned, "acct-b", &invalid);
+        let from_unsigned = hostile_request(attack, unsigned, "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
         assert_eq!(
             signed == from_unsigned,
             !attack.keeps_genuine_signature(),
@@ -109,7 +109,7 @@ fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
             assert!(answer.is_success(), "{answer}");
             rows_before = rows_written(&scenario);
         }
-        let request = hostile_request(attack, genuine(0), "acct-b", &invalid);
+        let request = hostile_request(attack, genuine(0), "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
         let answer = send(
             &mut scenario,
             request,
@@ -158,7 +158,13 @@ fn every_rule_an_invalid_event_breaks_is_refused_for_its_own_reason() {
             CURRENT_GENERATION,
         );
         let mut scenario = scenario(ReferenceSystem::reference());
-        let request = hostile_request(Attack::InvalidEvent, genuine, "acct-b", &invalid);
+        let request = hostile_request(
+            Attack::InvalidEvent,
+            genuine,
+            "acct-b",
+            &invalid,
+            DEFAULT_BODY_BYTES_MAX,
+        );
         bodies.insert(String::from_utf8_lossy(&request.body).into_owned());
         let answer = send(
             &mut scenario,
@@ -190,7 +196,7 @@ fn a_receiver_that_skips_verification_is_caught_by_the_invariants() {
         Attack::CrossAccount,
     ] {
         let mut scenario = scenario(ReferenceSystem::new(UnverifiedSignature));
-        let request = hostile_request(attack, genuine(0), "acct-b", &invalid);
+        let request = hostile_request(attack, genuine(0), "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
         send(
             &mut scenario,
             request,

@@ -57,3 +57,29 @@ pub fn check<T: PartialOrd + Display>(field: &str, value: T, low: T, high: T) ->
         ))
     }
 }
+
+/// Checks a list of `(start_ms, duration_ms)` windows: a few, each starting within a year and
+/// lasting from a millisecond to a year.
+pub fn check_windows(field: &str, windows: &[(i64, i64)]) -> Result<(), String> {
+    check(
+        &format!("{field} (the number of windows)"),
+        windows.len(),
+        0,
+        WINDOWS_MAX,
+    )?;
+    for (index, (start_ms, duration_ms)) in windows.iter().enumerate() {
+        check(
+            &format!("{field}[{index}][0] (start)"),
+            *start_ms,
+            0,
+            DURATION_MS_MAX,
+        )?;
+        check(
+            &format!("{field}[{index}][1] (duration)"),
+            *duration_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+    }
+    Ok(())
+}

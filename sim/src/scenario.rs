@@ -349,16 +349,8 @@ impl Scenario {
         let task = self
             .simulation
             .spawn(process, TaskKind::Operator, move |env, _| {
-                Box::pin(async move {
-                    let outcome = env.execute("BEGIN IMMEDIATE", &[]).await;
-                    let held = outcome.is_ok();
-                    *began_in_task.borrow_mut() = Some(outcome);
-                    if held {
-                        env.sleep_ms(hold_ms).await;
-                        if let Err(error) = env.execute("COMMIT", &[]).await {
-                            env.log(&format!("lock holder's COMMIT failed: {error}"));
-                        }
-                    }
+                crate::faults::maintenance_lock::hold_write_lock(env, hold_ms, move |outcome| {
+                    *began_in_task.borrow_mut() = Some(outcome.clone());
                 })
             })?;
         // Run the holder alone until its BEGIN has run, so that the lock is held before anything

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use commitgap::receiver::{DEFAULT_BODY_BYTES_MAX, WebhookDelivery, secrets_setting};
+use commitgap::receiver::{WebhookDelivery, secrets_setting};
 use commitgap::signature::{self, DEFAULT_TOLERANCE_S, SigningSecret, WebhookHeaders};
 
 use crate::faults::Attack;
@@ -123,6 +123,7 @@ pub fn hostile_request(
     genuine: WebhookDelivery,
     other_account: &str,
     invalid: &dyn Fn(&serde_json::Value, u64) -> serde_json::Value,
+    body_bytes_max: usize,
 ) -> WebhookDelivery {
     let account = genuine.endpoint.clone();
     let id = genuine.headers.id.clone();
@@ -172,12 +173,9 @@ pub fn hostile_request(
             timestamp_s,
             CURRENT_GENERATION,
         ),
-        Attack::MalformedBody => {
-            let half = genuine.body.len() / 2;
-            resign(genuine.body[..half].to_vec(), timestamp_s, CURRENT_GENERATION)
-        }
+        Attack::MalformedBody => resign(first_half(&genuine.body), timestamp_s, CURRENT_GENERATION),
         Attack::OversizedBody => resign(
-            padded(with_field("padding", "".into()), DEFAULT_BODY_BYTES_MAX),
+            padded_to(genuine.body.clone(), body_bytes_max.saturating_add(1)),
             timestamp_s,
             CURRENT_GENERATION,
         ),
@@ -205,6 +203,13 @@ pub fn hostile_request(
     }
 }
 
+/// The first half of the JSON document in `body`: half of the document, not of a body padded
+/// with whitespace after it, whose first half would still be the whole document.
+fn first_half(body: &[u8]) -> Vec<u8> {
+    let document = body.trim_ascii_end();
+    document[..document.len() / 2].to_vec()
+}
+
 /// `event` made invalid by one of its domain's rules (`invalid`), each just past its limit;
 /// which rule is chosen by the delivery's id, so a run's attacks try them all.
 fn invalid_event(
@@ -216,24 +221,17 @@ fn invalid_event(
     invalid(event, rule).to_string().into_bytes()
 }
 
-/// `body` with `padding_bytes` of `x` written into its empty `"padding"` field: the bytes
-/// serde_json writes for the padded value, without escaping 64 KiB one character at a time on every
-/// oversized attack. Inside a JSON string a quote is escaped, so `"padding":""` occurs only as the
-/// field itself.
-fn padded(body: Vec<u8>, padding_bytes: usize) -> Vec<u8> {
-    const EMPTY_FIELD: &[u8] = br#""padding":"""#;
-    let Some(at) = body
-        .windows(EMPTY_FIELD.len())
-        .position(|window| window == EMPTY_FIELD)
-    else {
+/// `body`, a JSON document, followed by as many spaces as make it exactly `length_bytes` long;
+/// `body` as it is when it is not JSON or is that long already. Whitespace after a JSON value is
+/// part of the document (RFC 8259), so every parser reads the same value, and a receiver with a
+/// strict schema, one that refuses fields it does not know, still accepts it: only the size
+/// changes.
+pub fn padded_to(mut body: Vec<u8>, length_bytes: usize) -> Vec<u8> {
+    if body.len() >= length_bytes || serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
         return body;
-    };
-    let split = at + EMPTY_FIELD.len() - 1;
-    let mut out = Vec::with_capacity(body.len() + padding_bytes);
-    out.extend_from_slice(&body[..split]);
-    out.resize(split + padding_bytes, b'x');
-    out.extend_from_slice(&body[split..]);
-    out
+    }
+    body.resize(length_bytes, b' ');
+    body
 }
 
 #[cfg(test)]
@@ -241,14 +239,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn padding_writes_the_bytes_serde_json_writes() {
-        let body =
-            br#"{"account":"acct-a","note":"a \"padding\":\"\" lookalike","type":"payment.succeeded"}"#;
-        let mut json: serde_json::Value = serde_json::from_slice(body).unwrap();
-        json["padding"] = "".into();
-        let empty = json.to_string().into_bytes();
-        json["padding"] = "x".repeat(300).into();
-        assert_eq!(padded(empty, 300), json.to_string().into_bytes());
+    fn a_body_is_padded_to_exactly_the_length_asked_and_reads_as_the_same_json() {
+        let body = br#"{"account":"acct-a","type":"payment.succeeded"}"#.to_vec();
+        for length in [200, 65_536, 65_537] {
+            let padded = padded_to(body.clone(), length);
+            assert_eq!(padded.len(), length);
+            let json: serde_json::Value = serde_json::from_slice(&padded).unwrap();
+            assert_eq!(json["account"], "acct-a");
+            assert_eq!(json["type"], "payment.succeeded");
+        }
+        assert_eq!(
+            padded_to(body.clone(), 10),
+            body,
+            "too long already: left as it is"
+        );
+        assert_eq!(
+            padded_to(b"{\"a\":".to_vec(), 100),
+            b"{\"a\":".to_vec(),
+            "not JSON"
+        );
+        let strict: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&padded_to(body.clone(), 500)).unwrap();
+        assert_eq!(strict.len(), 2, "no field is added");
+    }
+
+    #[test]
+    fn the_oversized_attack_is_one_byte_over_the_declared_limit() {
+        let genuine = signed_delivery(
+            "acct-a",
+            "msg_1",
+            1_000,
+            br#"{"account":"acct-a","type":"payment.succeeded"}"#.to_vec(),
+            CURRENT_GENERATION,
+        );
+        let keep = |event: &serde_json::Value, _rule: u64| event.clone();
+        for limit in [1_000, 65_536, 1 << 20] {
+            let oversized = hostile_request(Attack::OversizedBody, genuine.clone(), "acct-b", &keep, limit);
+            assert_eq!(oversized.body.len(), limit + 1);
+        }
     }
 
     #[test]

@@ -569,6 +569,10 @@ impl System for MutatedSystem {
         self.inner.busy_timeout_ms()
     }
 
+    fn body_bytes_max(&self) -> usize {
+        self.inner.body_bytes_max()
+    }
+
     fn observed_tables(&self) -> &[&'static str] {
         self.inner.observed_tables()
     }

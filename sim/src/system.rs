@@ -113,6 +113,15 @@ pub trait System: Send + Sync {
         DEFAULT_BUSY_TIMEOUT_MS
     }
 
+    /// The largest webhook body, in bytes, the system's receiver accepts: a larger one it should
+    /// answer 413. In a seed with edge values one genuine event arrives padded to exactly this
+    /// size, and the `attacker` model's oversized body is one byte over it. The reference reads
+    /// it from the `webhook-body-bytes-max` setting, which the simulator sets to this value.
+    /// 64 KiB unless the system says otherwise.
+    fn body_bytes_max(&self) -> usize {
+        commitgap::receiver::DEFAULT_BODY_BYTES_MAX
+    }
+
     /// The tables whose rows [`System::decode_row`] understands. Changes to other tables are not
     /// observed.
     fn observed_tables(&self) -> &[&'static str];

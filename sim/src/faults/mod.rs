@@ -22,6 +22,7 @@ pub(crate) mod hung_worker;
 pub(crate) mod key_expiry;
 pub(crate) mod late_delivery;
 pub(crate) mod lost_ack;
+pub(crate) mod maintenance_lock;
 pub(crate) mod payload_mismatch;
 pub(crate) mod provider_conflict;
 pub(crate) mod provider_double_execute;
@@ -49,7 +50,7 @@ pub use attacker::Attack;
 
 use std::rc::Rc;
 
-use crate::limits::{DURATION_MS_MAX, check};
+use crate::limits::{DURATION_MS_MAX, check, check_windows};
 use crate::rng::{Ratio, SimRng};
 use crate::sql::{Statement, Verb};
 use crate::workload::EventSpec;
@@ -217,7 +218,16 @@ pub enum TimerAction {
         /// The sender clock's offset from true time, in milliseconds (negative is behind).
         offset_ms: i64,
     },
+    /// Another writer (a backup, a migration) takes SQLite's write lock now, on a connection of
+    /// its own on the operator's process, and commits after `hold_ms`.
+    HoldWriteLock {
+        /// How long the lock is held, in milliseconds.
+        hold_ms: i64,
+    },
 }
+
+/// How long after heal the operator starts its pass (requeue, or redelivery by hand), in ms.
+pub const OPERATOR_DELAY_MS: i64 = 60_000;
 
 /// The kinds of simulated process, as a fault model sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -908,6 +918,7 @@ pub fn built_in() -> Vec<FaultKind> {
         sender_clock_skew::KIND,
         provider_double_execute::KIND,
         provider_refusal::KIND,
+        maintenance_lock::KIND,
     ]
 }
 
@@ -973,20 +984,4 @@ fn from_json<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, String
 /// Checks a duration setting: from `low` to a year (see [`crate::limits`]).
 fn check_duration(field: &str, value: i64, low: i64) -> Result<(), String> {
     check(field, value, low, DURATION_MS_MAX)
-}
-
-/// Checks a list of `(start_ms, duration_ms)` windows: a few, each starting within a year and
-/// lasting from a millisecond to a year.
-fn check_windows(field: &str, windows: &[(i64, i64)]) -> Result<(), String> {
-    check(
-        &format!("{field} (the number of windows)"),
-        windows.len(),
-        0,
-        crate::limits::WINDOWS_MAX,
-    )?;
-    for (index, (start_ms, duration_ms)) in windows.iter().enumerate() {
-        check_duration(&format!("{field}[{index}][0] (start)"), *start_ms, 0)?;
-        check_duration(&format!("{field}[{index}][1] (duration)"), *duration_ms, 1)?;
-    }
-    Ok(())
 }

@@ -336,6 +336,7 @@ impl Simulation {
         world.set_framework_commits_handlers(system.commits_after_answer());
         // A seed file recorded before statements waited for locks replays with none waiting.
         world.set_lock_waits(waits_for_locks, system.busy_timeout_ms());
+        world.set_body_limit(system.body_bytes_max());
         world.note_invariants_left_out(left_out);
         for (fault, events) in reshaped {
             world.record_reshaping(fault, events);
@@ -701,7 +702,10 @@ impl Simulation {
                 }
             }
             WorldEvent::FaultActs { fault, action } => return self.apply_timer_action(fault, action),
-            WorldEvent::ProviderActs { request } => self.world.borrow_mut().provider_acts(&request),
+            WorldEvent::ProviderActs {
+                request,
+                lock_after_ms,
+            } => self.world.borrow_mut().provider_acts(&request, lock_after_ms),
             WorldEvent::OperatorRequeue => return self.operator_requeue(),
             WorldEvent::OperatorRedeliver { round } => {
                 let given_up = self.world.borrow_mut().operator_redelivery_round(round);
@@ -752,6 +756,14 @@ impl Simulation {
             }
             TimerAction::SenderClock { offset_ms } => {
                 self.world.borrow_mut().set_sender_clock(fault, offset_ms);
+            }
+            TimerAction::HoldWriteLock { hold_ms } => {
+                let holder = self.world.borrow_mut().begin_write_lock_hold(fault, hold_ms);
+                if let Some(process) = holder {
+                    self.spawn(process, TaskKind::Operator, move |env, _| {
+                        faults::maintenance_lock::hold_write_lock(env, hold_ms, |_| {})
+                    })?;
+                }
             }
         }
         Ok(())

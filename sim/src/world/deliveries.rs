@@ -18,6 +18,23 @@ use crate::record::AnswerRecord;
 use crate::sender::EventState;
 use crate::trace::{Arrival, DeliveryHow, Happening};
 
+/// The largest body the receiver accepts (its `System::body_bytes_max`), and which event, if
+/// any, the sender pads to exactly that size.
+#[derive(Debug)]
+pub(super) struct BodyLimit {
+    pub(super) bytes_max: usize,
+    pub(super) padded_event: Option<usize>,
+}
+
+impl Default for BodyLimit {
+    fn default() -> BodyLimit {
+        BodyLimit {
+            bytes_max: commitgap::receiver::DEFAULT_BODY_BYTES_MAX,
+            padded_event: None,
+        }
+    }
+}
+
 /// How often the operator looks for webhooks that still fail and redelivers them.
 const OPERATOR_REDELIVERY_INTERVAL_MS: i64 = 30 * 60_000;
 // Written by hand: it holds connections, futures or closures that cannot print themselves.
@@ -42,6 +59,30 @@ pub struct Arrived {
 }
 
 impl World {
+    /// Takes the receiver's body limit, in bytes. The reference reads it from its settings. In
+    /// a seed with edge values the event with the largest body arrives padded to exactly the
+    /// limit (with whitespace after the JSON, so that its meaning is unchanged): a receiver that
+    /// refuses a body at its limit rather than over it, or whose limit is below the one it
+    /// declares, refuses a genuine delivery.
+    pub fn set_body_limit(&mut self, bytes_max: usize) {
+        self.settings.insert(
+            commitgap::receiver::BODY_BYTES_MAX_SETTING.to_owned(),
+            bytes_max.to_string(),
+        );
+        let largest = self
+            .workload
+            .events
+            .iter()
+            .enumerate()
+            .map(|(index, event)| (self.domain.body(event).len(), std::cmp::Reverse(index)))
+            .max()
+            .map(|(_, std::cmp::Reverse(index))| index);
+        self.body_limit = BodyLimit {
+            bytes_max,
+            padded_event: largest.filter(|_| self.config.edge_values),
+        };
+    }
+
     /// The application emits an event: every subscription's stream schedules its first attempt.
     pub fn emit(&mut self, event: usize) {
         let spec = self.workload.events[event].clone();
@@ -169,7 +210,10 @@ impl World {
         let event = &self.workload.events[record.event];
         let timestamp_s = (self.now_ms + self.sender_clock_offset_ms).div_euclid(1_000);
         let webhook_id = format!("msg_{}_{}_{}", event.account, event.event_id, record.subscription);
-        let body = self.domain.body(event).into_bytes();
+        let mut body = self.domain.body(event).into_bytes();
+        if self.body_limit.padded_event == Some(record.event) {
+            body = crate::signing::padded_to(body, self.body_limit.bytes_max);
+        }
         let webhook = if signed {
             crate::signing::signed_delivery(
                 &event.account,
@@ -351,7 +395,13 @@ impl World {
             .unwrap_or_else(|| "acct-elsewhere".to_owned());
         let domain = std::sync::Arc::clone(&self.domain);
         let invalid = |event: &serde_json::Value, rule: u64| domain.invalid_body(event, rule);
-        let hostile = crate::signing::hostile_request(attack, genuine, &other_account, &invalid);
+        let hostile = crate::signing::hostile_request(
+            attack,
+            genuine,
+            &other_account,
+            &invalid,
+            self.body_limit.bytes_max,
+        );
         let name = self.faults[fault].name();
         self.record_fault(
             name,

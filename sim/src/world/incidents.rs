@@ -14,9 +14,6 @@ use crate::decision::{Decision, DecisionKind};
 use crate::faults::{PendingOp, PointAction, ProcessRole, SchedulingPoint, StatementFailure, TimerAction};
 use crate::trace::{Actor, Happening};
 
-/// How long after heal the operator steps in.
-const OPERATOR_DELAY_MS: i64 = 60_000;
-
 impl World {
     /// The fault (if any) that acts on `process`, about to do `op`, at this scheduling point:
     /// `(fault model name, action)`. Every model is asked, in registry order, and the first that
@@ -164,6 +161,18 @@ impl World {
         self.record(set);
     }
 
+    /// Fault model `fault` has another writer take the write lock on the operator's process for
+    /// `hold_ms`. Returns the operator's process, if the run has one up.
+    pub fn begin_write_lock_hold(&mut self, fault: usize, hold_ms: i64) -> Option<usize> {
+        let process = self.process_with_role(ProcessRole::Operator)?;
+        let name = self.faults[fault].name();
+        self.record_fault(
+            name,
+            &format_args!("a maintenance job takes the write lock for {hold_ms} ms"),
+        );
+        Some(process)
+    }
+
     /// Fault model `fault` has the purge job delete receipts older than `older_than_ms`.
     /// Returns the purge process, if the run has one.
     pub fn begin_purge(&mut self, fault: usize, older_than_ms: i64) -> Option<usize> {
@@ -214,10 +223,13 @@ impl World {
         for &process in &down {
             self.schedule_event(now_ms, WorldEvent::Restart { process });
         }
-        self.schedule_event(now_ms + OPERATOR_DELAY_MS, WorldEvent::OperatorRequeue);
+        self.schedule_event(
+            now_ms + crate::faults::OPERATOR_DELAY_MS,
+            WorldEvent::OperatorRequeue,
+        );
         if !self.sender.streams().is_empty() {
             self.schedule_event(
-                now_ms + OPERATOR_DELAY_MS,
+                now_ms + crate::faults::OPERATOR_DELAY_MS,
                 WorldEvent::OperatorRedeliver { round: 1 },
             );
         }

@@ -283,6 +283,9 @@ pub enum WorldEvent {
     ProviderActs {
         /// The request the provider acts on.
         request: ProviderRequest,
+        /// How long the key stays locked once the provider acted, as decided when the request
+        /// arrived (`Conditions::lock_after_ms`).
+        lock_after_ms: i64,
     },
     /// After heal, the operator requeues dead obligations.
     OperatorRequeue,
@@ -359,6 +362,8 @@ pub struct World {
     decider: Decider,
     /// The receivers' configuration ([`commitgap::env::Env::setting`]): the endpoints' secrets.
     settings: BTreeMap<String, String>,
+    /// The receiver's body limit and the event padded up to it (see [`World::set_body_limit`]).
+    body_limit: deliveries::BodyLimit,
     /// How far the sender's clock is from true time; it stamps `webhook-timestamp` with it.
     sender_clock_offset_ms: i64,
     /// The system's web framework commits what a handler left open (see
@@ -791,24 +796,13 @@ impl World {
         let sender = Sender::new(config.sender_preset, sender_events, |event| {
             model.expects_rejection(event)
         });
-        let mut settings = crate::signing::receiver_settings(
+        let settings = crate::signing::receiver_settings(
             workload
                 .fixtures
                 .accounts
                 .iter()
                 .map(|(account, _)| account.as_str()),
         );
-        if config.edge_values {
-            // A body limit the largest genuine event meets exactly: a receiver that refuses a
-            // body at its limit, rather than over it, refuses a genuine delivery.
-            let largest_body = workload.events.iter().map(|event| domain.body(event).len()).max();
-            if let Some(largest_body) = largest_body {
-                settings.insert(
-                    commitgap::receiver::BODY_BYTES_MAX_SETTING.to_owned(),
-                    largest_body.to_string(),
-                );
-            }
-        }
         let reader_domain = Arc::clone(&domain);
         let reader =
             crate::provider::OperationReader::new(move |payload| reader_domain.operation_of(payload));
@@ -855,6 +849,7 @@ impl World {
             determinism_hazard: None,
             decider,
             settings,
+            body_limit: deliveries::BodyLimit::default(),
             sender_clock_offset_ms: 0,
             framework_commits_handlers: false,
             lock_waits: locks::LockWaits::new(true, crate::system::DEFAULT_BUSY_TIMEOUT_MS),

@@ -130,6 +130,7 @@ impl World {
                     now_ms + act_after_ms,
                     WorldEvent::ProviderActs {
                         request: call.request.clone(),
+                        lock_after_ms: provider_faults.conditions.lock_after_ms,
                     },
                 );
                 self.record_fault(
@@ -280,14 +281,19 @@ impl World {
     }
 
     /// A slow provider request finishes: the provider acts now (nobody waits for the reply).
-    pub fn provider_acts(&mut self, request: &ProviderRequest) {
+    pub fn provider_acts(&mut self, request: &ProviderRequest, lock_after_ms: i64) {
         let key = request.idempotency_key().to_owned();
         let overtaken = self.provider.end_processing(&key);
         let outcome = if overtaken {
             let handled = self.provider.act_again(request, self.now_ms);
             self.provider_handled(&key, false, handled)
         } else {
-            let conditions = crate::provider::Conditions::default();
+            // The key lock a provider holds after acting starts when it acts, however late; the
+            // other conditions were the request's on arrival and were settled then.
+            let conditions = crate::provider::Conditions {
+                lock_after_ms,
+                ..crate::provider::Conditions::default()
+            };
             self.provider_handle(request, self.now_ms, conditions)
         }
         .map_err(|error| call_error_text(&error));

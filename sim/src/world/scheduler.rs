@@ -129,7 +129,7 @@ impl World {
                 WorldEvent::FaultTimer { fault } | WorldEvent::FaultActs { fault, .. } => {
                     format!("fault:{}", self.faults[*fault].name())
                 }
-                WorldEvent::ProviderActs { request } => {
+                WorldEvent::ProviderActs { request, .. } => {
                     format!("provider acts {}", request.idempotency_key())
                 }
                 WorldEvent::OperatorRequeue => "operator requeue".to_owned(),
@@ -272,7 +272,8 @@ impl World {
             }
             crate::faults::TimerAction::PurgeReceipts { .. }
             | crate::faults::TimerAction::Attack { .. }
-            | crate::faults::TimerAction::SenderClock { .. } => {
+            | crate::faults::TimerAction::SenderClock { .. }
+            | crate::faults::TimerAction::HoldWriteLock { .. } => {
                 let now_ms = self.now_ms;
                 self.schedule_event(now_ms, WorldEvent::FaultActs { fault, action });
             }
