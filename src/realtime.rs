@@ -22,7 +22,7 @@ use crate::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
 use crate::schema::SCHEMA_SQL;
 
 /// A client for the real provider (an HTTP client in production, a fake in tests).
-pub trait ProviderClient {
+pub trait ProviderClient: Send {
     fn call(&self, request: &ProviderRequest, timeout_ms: i64) -> Result<ProviderReply, CallError>;
 }
 

@@ -1,0 +1,15 @@
+//! The shop served: the same `ShopSystem` the simulation tests, behind an HTTP receiver on a
+//! SQLite file, with relay workers calling the provider over HTTP. Try
+//! `cargo run --release -p shop --bin shop-serve -- --help`.
+
+use std::sync::Arc;
+
+use commitgap_serve::cli::Service;
+use shop::system::ShopSystem;
+
+fn main() {
+    Service::new(Arc::new(ShopSystem {
+        receipt_in_own_transaction: false,
+    }))
+    .main()
+}

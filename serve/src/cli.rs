@@ -1,0 +1,267 @@
+//! The command line of a served system: `init` creates its database, `run` serves it (the
+//! receiver and relay workers, with the purge job on a timer) until SIGTERM or Ctrl-C, `requeue`
+//! is the operator's pass. A team's binary is one line: `Service::new(system).main()`.
+//!
+//! Bad input exits 2 with one line that says what is wrong; a service that stopped cleanly exits
+//! 0. This module must not decide anything the system decides: it only wires the pieces of
+//! [`crate::env`], [`crate::receiver`] and [`crate::workers`] together.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use commitgap_sim::commitgap::relay::RelaySettings;
+use commitgap_sim::system::{Fixtures, System};
+
+use crate::env::{Connections, NoProvider, Pool, Stop};
+use crate::provider::HttpProvider;
+use crate::receiver::{Receiver, shutdown_signal};
+use crate::workers::{create_database, run_purge, run_relay_worker, run_requeue};
+
+/// A system, served. See the module documentation.
+pub struct Service {
+    system: Arc<dyn System>,
+}
+
+#[derive(Parser)]
+#[command(about = "Serve a commitgap system: an HTTP webhook receiver and outbox relay workers on SQLite")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the database: WAL mode, then the system's own schema and fixtures
+    Init {
+        /// The SQLite file to create (it must not exist)
+        #[arg(long)]
+        database: PathBuf,
+        /// A JSON file of fixtures (`accounts` and `subjects`) the system's set-up inserts
+        #[arg(long)]
+        fixtures: Option<PathBuf>,
+    },
+    /// Serve the receiver and relay workers until SIGTERM or Ctrl-C, then stop cleanly
+    Run {
+        /// The SQLite file `init` created
+        #[arg(long)]
+        database: PathBuf,
+        /// A JSON object of settings every process reads (endpoint secrets, limits)
+        #[arg(long)]
+        settings: Option<PathBuf>,
+        /// Where the receiver listens; port 0 picks a free port, printed at start
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// The provider's base URL (`http://host:port`); needed when relay workers run
+        #[arg(long)]
+        provider_url: Option<String>,
+        /// Relay workers in this process
+        #[arg(long, default_value_t = 2)]
+        relay_workers: usize,
+        /// The receiver's SQLite connections
+        #[arg(long, default_value_t = 4)]
+        pool: usize,
+        /// Run the purge job this often, in seconds; 0 never runs it
+        #[arg(long, default_value_t = 3600)]
+        purge_every_s: u64,
+        /// The purge job deletes receipts older than this, in milliseconds (a week by default)
+        #[arg(long, default_value_t = 7 * 24 * 3_600_000)]
+        receipt_retention_ms: i64,
+    },
+    /// The operator's pass: move every dead obligation back to owed, once
+    Requeue {
+        /// The SQLite file the service runs on
+        #[arg(long)]
+        database: PathBuf,
+    },
+}
+
+impl Service {
+    /// The service of `system`.
+    pub fn new(system: Arc<dyn System>) -> Service {
+        Service { system }
+    }
+
+    /// Parses the command line, runs the command and exits: 0 when it ended as asked, 2 with one
+    /// line for bad input.
+    pub fn main(&self) -> ! {
+        let cli = Cli::parse();
+        match self.run(cli.command) {
+            Ok(()) => std::process::exit(0),
+            Err(message) => {
+                eprintln!("error: {message}");
+                std::process::exit(2);
+            }
+        }
+    }
+
+    fn run(&self, command: Command) -> Result<(), String> {
+        match command {
+            Command::Init { database, fixtures } => {
+                let fixtures = match fixtures {
+                    Some(path) => read_json::<Fixtures>(&path)?,
+                    None => Fixtures::default(),
+                };
+                create_database(&database, &*self.system, &fixtures)?;
+                println!("created {}", database.display());
+                Ok(())
+            }
+            Command::Requeue { database } => {
+                let connections = self.connections(database, None)?;
+                let stop = Stop::new();
+                let env = connections
+                    .open("operator", Box::new(NoProvider), &stop)
+                    .map_err(|error| error.to_string())?;
+                run_requeue(&self.system, env, &stop);
+                Ok(())
+            }
+            Command::Run {
+                database,
+                settings,
+                listen,
+                provider_url,
+                relay_workers,
+                pool,
+                purge_every_s,
+                receipt_retention_ms,
+            } => {
+                let connections = self.connections(database, settings.as_deref())?;
+                let provider = match (&provider_url, relay_workers) {
+                    (_, 0) => None,
+                    (Some(url), _) => Some(HttpProvider::new(url)?),
+                    (None, _) => {
+                        return Err(
+                            "--provider-url is needed for relay workers (or pass --relay-workers 0)"
+                                .to_owned(),
+                        );
+                    }
+                };
+                let plan = Plan {
+                    listen,
+                    relay_workers,
+                    pool,
+                    purge_every: Duration::from_secs(purge_every_s),
+                    receipt_retention_ms,
+                };
+                self.serve(&connections, provider, &plan)
+            }
+        }
+    }
+
+    fn connections(&self, database: PathBuf, settings: Option<&Path>) -> Result<Connections, String> {
+        if !database.exists() {
+            return Err(format!(
+                "{} does not exist; create it with `init --database {}`",
+                database.display(),
+                database.display()
+            ));
+        }
+        let settings = match settings {
+            Some(path) => read_json::<BTreeMap<String, String>>(path)?.into_iter().collect(),
+            None => Vec::new(),
+        };
+        Ok(Connections {
+            database,
+            busy_timeout_ms: self.system.busy_timeout_ms(),
+            settings,
+        })
+    }
+
+    fn serve(
+        &self,
+        connections: &Connections,
+        provider: Option<HttpProvider>,
+        plan: &Plan,
+    ) -> Result<(), String> {
+        let stop = Stop::new();
+        let runtime =
+            tokio::runtime::Runtime::new().map_err(|error| format!("cannot start the runtime: {error}"))?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(plan.listen))
+            .map_err(|error| format!("cannot listen on {}: {error}", plan.listen))?;
+        let address = listener
+            .local_addr()
+            .map_err(|error| format!("cannot read the listening address: {error}"))?;
+        let pool =
+            Pool::open(connections, "receiver", plan.pool, &stop).map_err(|error| error.to_string())?;
+        let receiver = Receiver::new(Arc::clone(&self.system), pool);
+        let mut threads = Vec::new();
+        if let Some(provider) = provider {
+            for index in 1..=plan.relay_workers {
+                let env = connections
+                    .open(&format!("relay-{index}"), Box::new(provider.clone()), &stop)
+                    .map_err(|error| error.to_string())?;
+                let (system, stop) = (Arc::clone(&self.system), stop.clone());
+                threads.push(std::thread::spawn(move || {
+                    run_relay_worker(&system, env, RelaySettings::default(), &stop);
+                }));
+            }
+        }
+        if !plan.purge_every.is_zero() {
+            let (system, connections, stop) = (Arc::clone(&self.system), connections.clone(), stop.clone());
+            let (every, retention_ms) = (plan.purge_every, plan.receipt_retention_ms);
+            threads.push(std::thread::spawn(move || {
+                purge_on_timer(&system, &connections, every, retention_ms, &stop);
+            }));
+        }
+        println!("listening on {address}");
+        let stopping = stop.clone();
+        let served = runtime.block_on(receiver.serve(listener, async move {
+            shutdown_signal().await;
+            stopping.request();
+        }));
+        stop.request();
+        for thread in threads {
+            let _ = thread.join();
+        }
+        served.map_err(|error| format!("the receiver failed: {error}"))
+    }
+}
+
+/// What `run` starts.
+struct Plan {
+    listen: SocketAddr,
+    relay_workers: usize,
+    pool: usize,
+    purge_every: Duration,
+    receipt_retention_ms: i64,
+}
+
+/// Runs the purge job every `every`, on a connection opened for each run, until a stop is
+/// requested.
+fn purge_on_timer(
+    system: &Arc<dyn System>,
+    connections: &Connections,
+    every: Duration,
+    retention_ms: i64,
+    stop: &Stop,
+) {
+    use commitgap_sim::commitgap::env::Env;
+    loop {
+        let mut left = every;
+        while !left.is_zero() {
+            if stop.is_requested() {
+                return;
+            }
+            let slice = left.min(Duration::from_millis(50));
+            std::thread::sleep(slice);
+            left -= slice;
+        }
+        match connections.open("purge", Box::new(NoProvider), stop) {
+            Ok(env) => {
+                let older_than_ms = env.now_ms() - retention_ms;
+                run_purge(system, env, older_than_ms, stop);
+            }
+            Err(error) => eprintln!("purge: cannot open the database: {error}"),
+        }
+    }
+}
+
+/// Reads a JSON file, with the file and the reason in the error.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    serde_json::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))
+}

@@ -1,0 +1,210 @@
+//! The environment a served task runs on: one connection to the SQLite file, the wall clock,
+//! blocking sleeps that a stop request interrupts, logs on standard error.
+//!
+//! Each connection is opened as production should open it: WAL (set once, when the database is
+//! created), `synchronous = FULL` so that an acknowledged commit survives power loss, and the
+//! system's own busy timeout (what [`System::busy_timeout_ms`] declares and the simulator waits
+//! for in virtual time). This module must not retry, reorder or hide anything the system's code
+//! asks for: a statement's error reaches the system as it came from SQLite.
+//!
+//! [`System::busy_timeout_ms`]: commitgap_sim::system::System::busy_timeout_ms
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Row, Value};
+use commitgap_sim::commitgap::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
+use commitgap_sim::commitgap::realtime::{ProviderClient, RealEnv};
+
+/// A request to stop, shared by every task of a process. Workers stop at their next sleep;
+/// the receiver stops accepting and finishes the requests in flight.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A flag nobody has raised.
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+
+    /// Asks every task that shares this flag to stop.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// How a served process opens its connections.
+#[derive(Debug, Clone)]
+pub struct Connections {
+    /// The SQLite file, created beforehand (see [`crate::workers::create_database`]).
+    pub database: PathBuf,
+    /// How long a statement waits for another connection's lock, in milliseconds: the system's
+    /// [`busy_timeout_ms`](commitgap_sim::system::System::busy_timeout_ms).
+    pub busy_timeout_ms: i64,
+    /// The configuration every task reads through `Env::setting` (endpoint secrets, limits).
+    pub settings: Vec<(String, String)>,
+}
+
+impl Connections {
+    /// Opens one connection for the task named `process_id`, calling the provider through
+    /// `provider`.
+    pub fn open(
+        &self,
+        process_id: &str,
+        provider: Box<dyn ProviderClient>,
+        stop: &Stop,
+    ) -> Result<ServiceEnv, DbError> {
+        open_env(&self.database, process_id, self, provider, stop)
+    }
+}
+
+fn open_env(
+    path: &Path,
+    process_id: &str,
+    connections: &Connections,
+    provider: Box<dyn ProviderClient>,
+    stop: &Stop,
+) -> Result<ServiceEnv, DbError> {
+    let busy_timeout = Duration::from_millis(u64::try_from(connections.busy_timeout_ms).unwrap_or(0));
+    let inner = RealEnv::open(path, process_id, busy_timeout, provider)?
+        .with_settings(connections.settings.iter().cloned());
+    Ok(ServiceEnv {
+        inner,
+        stop: stop.clone(),
+    })
+}
+
+/// A client for processes that never call the provider (receivers): every call fails as
+/// unavailable, so a receiver that called the provider would find out at once.
+#[derive(Debug, Clone, Copy)]
+pub struct NoProvider;
+
+impl ProviderClient for NoProvider {
+    fn call(&self, _request: &ProviderRequest, _timeout_ms: i64) -> Result<ProviderReply, CallError> {
+        Err(CallError::Unavailable(
+            "this process has no provider client (receivers call no provider)".to_owned(),
+        ))
+    }
+}
+
+/// An [`Env`] over one connection, with real time. See the module documentation.
+pub struct ServiceEnv {
+    inner: RealEnv,
+    stop: Stop,
+}
+
+/// The longest one sleep blocks before it looks at the stop flag again, in milliseconds.
+const SLEEP_SLICE_MS: u64 = 50;
+
+impl Env for ServiceEnv {
+    fn process_id(&self) -> &str {
+        self.inner.process_id()
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.inner.now_ms()
+    }
+
+    fn execute<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [Value],
+    ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
+        self.inner.execute(sql, params)
+    }
+
+    fn query<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [Value],
+    ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
+        self.inner.query(sql, params)
+    }
+
+    /// Sleeps in slices, and never returns once a stop is requested: the runner then drops the
+    /// task where it slept, as a process that exits between passes does. Nothing is released
+    /// that the system's own code did not release (a lease runs out on its own).
+    fn sleep_ms(&self, duration_ms: i64) -> LocalBoxFuture<'_, ()> {
+        let mut left_ms = u64::try_from(duration_ms).unwrap_or(0);
+        while left_ms > 0 && !self.stop.is_requested() {
+            let slice_ms = left_ms.min(SLEEP_SLICE_MS);
+            std::thread::sleep(Duration::from_millis(slice_ms));
+            left_ms -= slice_ms;
+        }
+        if self.stop.is_requested() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(std::future::ready(()))
+    }
+
+    fn call_provider<'a>(
+        &'a self,
+        call: &'a ProviderCall,
+    ) -> LocalBoxFuture<'a, Result<ProviderReply, CallError>> {
+        self.inner.call_provider(call)
+    }
+
+    /// Writes the line to standard error with the process's name: a long-running service must not
+    /// keep its log in memory.
+    fn log(&self, message: &str) {
+        eprintln!("{} {message}", self.inner.process_id());
+    }
+
+    fn setting(&self, name: &str) -> Option<String> {
+        self.inner.setting(name)
+    }
+}
+
+/// The receiver's connections: a few, each used by one request at a time. A request waits for
+/// a free one; SQLite admits one writer at a time anyway, so more connections than the blocking
+/// pool has threads would only queue on the write lock instead.
+pub struct Pool {
+    free: Mutex<Vec<ServiceEnv>>,
+    returned: std::sync::Condvar,
+}
+
+impl Pool {
+    /// Opens `size` connections named `{name}-1`, `{name}-2`, ...
+    pub fn open(connections: &Connections, name: &str, size: usize, stop: &Stop) -> Result<Pool, DbError> {
+        let free = (1..=size.max(1))
+            .map(|index| connections.open(&format!("{name}-{index}"), Box::new(NoProvider), stop))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Pool {
+            free: Mutex::new(free),
+            returned: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Takes a free connection, waiting for one if every connection is in use.
+    pub fn take(&self) -> ServiceEnv {
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if let Some(env) = free.pop() {
+                return env;
+            }
+            free = self
+                .returned
+                .wait(free)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Gives a connection back.
+    pub fn give_back(&self, env: ServiceEnv) {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(env);
+        self.returned.notify_one();
+    }
+}

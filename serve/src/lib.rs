@@ -1,0 +1,28 @@
+//! Runs a [`System`](commitgap_sim::system::System) as a service: the code a team tested under
+//! simulation, behind a real HTTP endpoint, on a real SQLite file, with real time.
+//!
+//! The simulator proves things about a `System`; this crate is the glue between that code and
+//! production, written once so that a team does not write its own and decide production's
+//! behaviour there untested. It makes no decision of the system's: how a delivery is verified,
+//! what is committed, which status is answered, when a lease is released are all the system's
+//! own code. What it decides is the plumbing, and it decides it as the simulator assumes:
+//!
+//! - [`env`](mod@env): the [`Env`](commitgap_sim::commitgap::env::Env) each task runs on, one SQLite
+//!   connection in WAL mode with `synchronous = FULL` and the system's busy timeout, and a small
+//!   pool of them for the receiver; a stop flag that ends a worker at its next sleep.
+//! - [`receiver`]: the HTTP receiver (`POST /webhooks/{endpoint}`): raw body and headers become a
+//!   `WebhookDelivery`, the system's handler runs on a pooled connection off the async workers,
+//!   and its `Answer` becomes the status and body; `GET /healthz` and `GET /readyz`; graceful
+//!   shutdown on SIGTERM or Ctrl-C.
+//! - [`provider`]: an HTTP [`ProviderClient`](commitgap_sim::commitgap::realtime::ProviderClient)
+//!   that sends the idempotency key as a header and honours the call timeout.
+//! - [`workers`]: runners for the relay workers, the purge job and the operator's requeue, and the
+//!   database's creation from the system's own set-up.
+//! - [`cli`]: the command line of a served system (`init`, `run`, `requeue`), so that a team's
+//!   binary is `Service::new(system).main()`.
+
+pub mod cli;
+pub mod env;
+pub mod provider;
+pub mod receiver;
+pub mod workers;
