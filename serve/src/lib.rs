@@ -16,6 +16,9 @@
 //!   shutdown on SIGTERM or Ctrl-C.
 //! - [`provider`]: an HTTP [`ProviderClient`](commitgap_sim::commitgap::realtime::ProviderClient)
 //!   that sends the idempotency key as a header and honours the call timeout.
+//! - [`provider_double`]: a provider that speaks that contract over HTTP, forgets keys at their
+//!   lifetime, answers 409 while a key is in progress, and acts slowly or loses replies at seeded
+//!   rates; its ledger of effects is what a check over real processes judges.
 //! - [`workers`]: runners for the relay workers, the purge job and the operator's requeue, and the
 //!   database's creation from the system's own set-up.
 //! - [`cli`]: the command line of a served system (`init`, `run`, `requeue`), so that a team's
@@ -24,5 +27,6 @@
 pub mod cli;
 pub mod env;
 pub mod provider;
+pub mod provider_double;
 pub mod receiver;
 pub mod workers;

@@ -1,0 +1,130 @@
+//! The provider double keeps the wire contract the HTTP client speaks, and misbehaves as real
+//! providers do: keys forgotten at their lifetime, 409 while a key is in progress, slow acts and
+//! lost replies that leave the caller with an ambiguous timeout while the effect exists.
+
+use std::time::Duration;
+
+use commitgap_serve::provider::HttpProvider;
+use commitgap_serve::provider_double::{LedgerEffect, Misbehaviour, ProviderDouble};
+use commitgap_sim::commitgap::provider::{CallError, ProviderReply, ProviderRequest};
+use commitgap_sim::commitgap::realtime::ProviderClient;
+use commitgap_sim::rng::Ratio;
+
+/// Serves `double` on a free port while `test` runs with a client for it.
+fn with_double(double: &ProviderDouble, test: impl FnOnce(&HttpProvider, &str)) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stops) = tokio::sync::oneshot::channel::<()>();
+    let router = double.router();
+    let served = runtime.spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = stops.await;
+            })
+            .await
+    });
+    test(&HttpProvider::new(&base).unwrap(), &base);
+    let _ = stop.send(());
+    runtime.block_on(served).unwrap().unwrap();
+}
+
+fn send(key: &str, payload: &str) -> ProviderRequest {
+    ProviderRequest::Send {
+        idempotency_key: key.to_owned(),
+        payload: payload.to_owned(),
+    }
+}
+
+fn lookup(key: &str) -> ProviderRequest {
+    ProviderRequest::Lookup {
+        idempotency_key: key.to_owned(),
+    }
+}
+
+fn accepted(effect_id: &str, replayed: bool) -> Result<ProviderReply, CallError> {
+    Ok(ProviderReply::Accepted {
+        effect_id: effect_id.to_owned(),
+        replayed,
+    })
+}
+
+#[test]
+fn a_key_is_kept_for_its_lifetime_and_a_retry_after_it_is_a_second_effect() {
+    let double = ProviderDouble::new(
+        Misbehaviour {
+            key_lifetime_ms: 1_000,
+            ..Misbehaviour::default()
+        },
+        1,
+    );
+    with_double(&double, |provider, base| {
+        assert_eq!(provider.call(&lookup("k-1"), 1_000), Ok(ProviderReply::NotFound));
+        assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-1", false));
+        assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-1", true));
+        assert_eq!(
+            provider.call(&lookup("k-1"), 1_000),
+            Ok(ProviderReply::Found {
+                effect_id: "eff-1".to_owned()
+            })
+        );
+        std::thread::sleep(Duration::from_millis(1_200));
+        assert_eq!(provider.call(&lookup("k-1"), 1_000), Ok(ProviderReply::NotFound));
+        assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-2", false));
+        let ledger: Vec<LedgerEffect> = serde_json::from_str(
+            &ureq::get(&format!("{base}/ledger"))
+                .call()
+                .unwrap()
+                .into_string()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(ledger, double.effects());
+        assert_eq!(ledger.len(), 2, "the forgotten key's retry was performed again");
+    });
+}
+
+#[test]
+fn a_slow_send_times_out_its_caller_meets_a_retry_with_409_and_still_acts() {
+    let double = ProviderDouble::new(
+        Misbehaviour {
+            slow: Ratio::new(1, 1),
+            slow_ms: 1_000,
+            ..Misbehaviour::default()
+        },
+        2,
+    );
+    with_double(&double, |provider, _| {
+        assert_eq!(provider.call(&send("k-1", "{}"), 100), Err(CallError::Timeout));
+        assert_eq!(
+            provider.call(&send("k-1", "{}"), 100),
+            Ok(ProviderReply::Conflict)
+        );
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert_eq!(
+            double.effects().len(),
+            1,
+            "the provider acted after its caller gave up"
+        );
+        assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-1", true));
+    });
+}
+
+#[test]
+fn a_lost_reply_leaves_the_effect_and_an_ambiguous_timeout() {
+    let double = ProviderDouble::new(
+        Misbehaviour {
+            lost_reply: Ratio::new(1, 1),
+            slow_ms: 400,
+            ..Misbehaviour::default()
+        },
+        3,
+    );
+    with_double(&double, |provider, _| {
+        assert_eq!(provider.call(&send("k-1", "{}"), 100), Err(CallError::Timeout));
+        assert_eq!(double.effects().len(), 1);
+        assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-1", true));
+    });
+}
