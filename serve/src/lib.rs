@@ -19,6 +19,8 @@
 //! - [`provider_double`]: a provider that speaks that contract over HTTP, forgets keys at their
 //!   lifetime, answers 409 while a key is in progress, and acts slowly or loses replies at seeded
 //!   rates; its ledger of effects is what a check over real processes judges.
+//! - [`sender`]: a real webhook sender that signs with Standard Webhooks, follows a preset's retry
+//!   schedule in compressed time and keeps its books with the simulator's own `Sender`.
 //! - [`workers`]: runners for the relay workers, the purge job and the operator's requeue, and the
 //!   database's creation from the system's own set-up.
 //! - [`cli`]: the command line of a served system (`init`, `run`, `requeue`), so that a team's
@@ -29,4 +31,5 @@ pub mod env;
 pub mod provider;
 pub mod provider_double;
 pub mod receiver;
+pub mod sender;
 pub mod workers;
