@@ -351,7 +351,10 @@ fn every_source_file_has_a_module_doc_and_at_most_a_thousand_lines() {
         .filter(|path| !std::fs::read_to_string(path).unwrap().starts_with("//!"))
         .map(|path| path.strip_prefix(root).unwrap().display().to_string())
         .collect();
-    assert!(undocumented.is_empty(), "modules without a module doc (//!): {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "modules without a module doc (//!): {undocumented:?}"
+    );
     let long: Vec<String> = files
         .iter()
         .filter_map(|path| {
