@@ -1,12 +1,17 @@
-//! A real webhook sender: signs every delivery with Standard Webhooks, posts it to a receiver over
-//! HTTP, and keeps its books with the simulator's own [`Sender`], so that a check over real
-//! processes reads the sender's record exactly as an invariant reads the simulated one.
+//! A webhook sender over real HTTP, for checks of served systems: it signs every delivery with
+//! Standard Webhooks, posts it to a receiver, and keeps its books with the simulator's own
+//! [`Sender`], so that a check over real processes reads the sender's record exactly as an
+//! invariant reads the simulated one.
 //!
 //! The preset's retry schedule runs in compressed time: virtual time (what the [`Sender`] and
 //! the events' `deliver_at_ms` count in) runs `compression` times faster than the wall clock, so
 //! a Stripe-like schedule of three days fits in minutes. The sender's own timeout is not
 //! compressed: a real receiver answers in real time. A delivery that got no answer (refused,
 //! reset, timed out) is a timeout to the [`Sender`], as a real sender sees it.
+//!
+//! It signs with the simulator's endpoint secrets ([`commitgap_sim::signing`]), the ones
+//! `receiver_settings` gives the receivers of a check: it is a test sender, not one to post
+//! to a production endpoint with.
 //!
 //! Attempts run on a few threads at once, so that one slow answer does not hold back every other
 //! stream. This module must not decide what counts as success: the [`Sender`] does, from the
