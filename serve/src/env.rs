@@ -168,17 +168,26 @@ impl Env for ServiceEnv {
 pub struct Pool {
     free: Mutex<Vec<ServiceEnv>>,
     returned: std::sync::Condvar,
+    connections: Connections,
+    name: String,
+    stop: Stop,
+    opened: std::sync::atomic::AtomicUsize,
 }
 
 impl Pool {
     /// Opens `size` connections named `{name}-1`, `{name}-2`, ...
     pub fn open(connections: &Connections, name: &str, size: usize, stop: &Stop) -> Result<Pool, DbError> {
-        let free = (1..=size.max(1))
+        let size = size.max(1);
+        let free = (1..=size)
             .map(|index| connections.open(&format!("{name}-{index}"), Box::new(NoProvider), stop))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pool {
             free: Mutex::new(free),
             returned: std::sync::Condvar::new(),
+            connections: connections.clone(),
+            name: name.to_owned(),
+            stop: stop.clone(),
+            opened: std::sync::atomic::AtomicUsize::new(size),
         })
     }
 
@@ -206,5 +215,20 @@ impl Pool {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(env);
         self.returned.notify_one();
+    }
+
+    /// Opens a connection in place of one that was lost (a handler panicked with it, and it was
+    /// closed, which rolled back whatever it had open), so that the pool keeps its size. A
+    /// connection that cannot be opened is reported on standard error, and the pool runs smaller.
+    pub fn replace_lost(&self) {
+        let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.connections.open(
+            &format!("{}-{index}", self.name),
+            Box::new(NoProvider),
+            &self.stop,
+        ) {
+            Ok(env) => self.give_back(env),
+            Err(error) => eprintln!("{}: could not replace a lost connection: {error}", self.name),
+        }
     }
 }

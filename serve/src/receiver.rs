@@ -125,8 +125,14 @@ async fn deliver(
     }
 }
 
-/// Runs the system's handler on a pooled connection and gives the connection back clean.
+/// Runs the system's handler on a pooled connection and gives the connection back clean. A
+/// handler that panics loses its connection (closed as it unwinds, which rolls back what it had
+/// open); the pool opens another in its place, so that panics cannot drain it.
 fn handle(receiver: &Receiver, delivery: WebhookDelivery) -> Answer {
+    let mut lent = Lent {
+        pool: &receiver.pool,
+        given_back: false,
+    };
     let env = Rc::new(receiver.pool.take());
     let answer = block_on(
         receiver
@@ -138,7 +144,23 @@ fn handle(receiver: &Receiver, delivery: WebhookDelivery) -> Answer {
         Rc::try_unwrap(env).unwrap_or_else(|_| unreachable!("the handler's future is dropped"));
     close_left_transaction(&env, receiver.system.commits_after_answer());
     receiver.pool.give_back(env);
+    lent.given_back = true;
     answer
+}
+
+/// A connection lent to one request: if the request unwinds before giving it back, the pool
+/// replaces it.
+struct Lent<'a> {
+    pool: &'a Pool,
+    given_back: bool,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if !self.given_back {
+            self.pool.replace_lost();
+        }
+    }
 }
 
 /// Ends a transaction the handler left open: committed when the system's framework commits after

@@ -14,15 +14,19 @@ use commitgap_serve::env::{Connections, Pool, Stop};
 use commitgap_serve::provider::HttpProvider;
 use commitgap_serve::receiver::Receiver;
 use commitgap_serve::workers::{create_database, run_relay_worker};
+use commitgap_sim::commitgap::env::Env;
 use commitgap_sim::commitgap::provider::{CallError, ProviderRequest};
 use commitgap_sim::commitgap::realtime::ProviderClient;
+use commitgap_sim::commitgap::receiver::{Answer, ReceiverSteps, WebhookDelivery, WebhookEvent};
+use commitgap_sim::commitgap::reference::Reference;
 use commitgap_sim::commitgap::relay::RelaySettings;
+use commitgap_sim::commitgap::relay::RelaySteps;
 use commitgap_sim::domain::Domain;
 use commitgap_sim::domain::payments::{AMOUNT, PAYMENT, Payments};
 use commitgap_sim::rusqlite::Connection;
 use commitgap_sim::signing::{CURRENT_GENERATION, receiver_settings, signed_delivery};
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
-use commitgap_sim::systems::ReferenceSystem;
+use commitgap_sim::systems::{ReferenceSystem, Variant};
 use commitgap_sim::workload::EventSpec;
 
 fn scratch(name: &str) -> PathBuf {
@@ -57,7 +61,10 @@ fn post_delivery(base: &str, body: Vec<u8>, tamper: bool) -> u16 {
     if tamper {
         signature = signature.replace("v1,", "v1,AAAA");
     }
-    let answer = ureq::post(&format!("{base}/webhooks/acct-a"))
+    // A bound, so that a receiver that stopped answering fails the test rather than hanging it.
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+    let answer = agent
+        .post(&format!("{base}/webhooks/acct-a"))
         .set("webhook-id", &delivery.headers.id)
         .set("webhook-timestamp", &delivery.headers.timestamp)
         .set("webhook-signature", &signature)
@@ -257,4 +264,56 @@ fn a_provider_that_does_not_answer_in_time_is_an_ambiguous_timeout() {
         provider.call(&send, 200),
         Err(CallError::Unavailable(_))
     ));
+}
+
+/// The reference, except that its door panics on a body that says "boom".
+#[derive(Debug, Clone, Copy, Default)]
+struct PanicsOnBoom;
+
+impl ReceiverSteps for PanicsOnBoom {
+    fn authenticate(&self, env: &dyn Env, delivery: &WebhookDelivery) -> Result<WebhookEvent, Answer> {
+        assert!(
+            !String::from_utf8_lossy(&delivery.body).contains("boom"),
+            "a handler that panics"
+        );
+        Reference.authenticate(env, delivery)
+    }
+}
+
+impl RelaySteps for PanicsOnBoom {}
+
+impl Variant for PanicsOnBoom {
+    fn name(&self) -> &'static str {
+        "panics-on-boom"
+    }
+
+    fn description(&self) -> String {
+        "the receiver panics on a body that says boom".to_owned()
+    }
+}
+
+#[test]
+fn a_handler_that_panics_gets_500_and_does_not_drain_the_pool() {
+    let directory = scratch("panics");
+    let database = directory.join("service.db");
+    let system: Arc<dyn System> = Arc::new(ReferenceSystem::new(PanicsOnBoom));
+    create_database(&database, &*system, &fixtures()).unwrap();
+    let connections = Connections {
+        database,
+        busy_timeout_ms: system.busy_timeout_ms(),
+        settings: receiver_settings(["acct-a"]).into_iter().collect(),
+    };
+    // Not dropped if the test fails: a runtime waits for its blocked handlers when it is dropped,
+    // and a drained pool would block one for ever, so the failure would hang instead of failing.
+    let runtime = std::mem::ManuallyDrop::new(tokio::runtime::Runtime::new().unwrap());
+    // One connection: without its replacement the first panic would leave none.
+    let pool = Pool::open(&connections, "receiver", 1, &Stop::new()).unwrap();
+    let server = Server::start(&runtime, Receiver::new(Arc::clone(&system), pool).router());
+    for _ in 0..3 {
+        assert_eq!(post_delivery(&server.base, b"{\"boom\":1}".to_vec(), false), 500);
+    }
+    assert_eq!(post_delivery(&server.base, payment_body(), false), 200);
+    server.stop(&runtime);
+    drop(std::mem::ManuallyDrop::into_inner(runtime));
+    let _ = std::fs::remove_dir_all(&directory);
 }
