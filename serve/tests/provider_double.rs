@@ -2,6 +2,8 @@
 //! providers do: keys forgotten at their lifetime, 409 while a key is in progress, slow acts and
 //! lost replies that leave the caller with an ambiguous timeout while the effect exists.
 
+mod common;
+
 use std::time::Duration;
 
 use commitgap_serve::provider::HttpProvider;
@@ -9,26 +11,14 @@ use commitgap_serve::provider_double::{LedgerEffect, Misbehaviour, ProviderDoubl
 use commitgap_sim::commitgap::provider::{CallError, ProviderReply, ProviderRequest};
 use commitgap_sim::commitgap::realtime::ProviderClient;
 use commitgap_sim::rng::Ratio;
+use common::Server;
 
 /// Serves `double` on a free port while `test` runs with a client for it.
 fn with_double(double: &ProviderDouble, test: impl FnOnce(&HttpProvider, &str)) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stops) = tokio::sync::oneshot::channel::<()>();
-    let router = double.router();
-    let served = runtime.spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = stops.await;
-            })
-            .await
-    });
-    test(&HttpProvider::new(&base).unwrap(), &base);
-    let _ = stop.send(());
-    runtime.block_on(served).unwrap().unwrap();
+    let server = Server::start(&runtime, double.router());
+    test(&HttpProvider::new(&server.base).unwrap(), &server.base);
+    server.stop(&runtime);
 }
 
 fn send(key: &str, payload: &str) -> ProviderRequest {

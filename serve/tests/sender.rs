@@ -2,6 +2,8 @@
 //! acknowledged when the receiver answers 2xx, and the preset's whole schedule of retries, in
 //! compressed time, when nobody answers.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +19,7 @@ use commitgap_sim::signing::receiver_settings;
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
 use commitgap_sim::workload::EventSpec;
+use common::Server;
 
 fn payments(orders: usize) -> Vec<EventSpec> {
     (0..orders)
@@ -54,23 +57,12 @@ fn every_stream_is_acknowledged_by_a_served_receiver() {
         Arc::clone(&system),
         Pool::open(&connections, "receiver", 2, &Stop::new()).unwrap(),
     );
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop_receiver, receiver_stops) = tokio::sync::oneshot::channel::<()>();
-    let served = runtime.spawn(async move {
-        receiver
-            .serve(listener, async {
-                let _ = receiver_stops.await;
-            })
-            .await
-    });
+    let server = Server::start(&runtime, receiver.router());
 
     let plan = SenderPlan {
         preset: SenderPreset::StripeLike,
         compression: 100,
-        receivers: vec![base],
+        receivers: vec![server.base.clone()],
         concurrency: 2,
     };
     let events = payments(5);
@@ -82,8 +74,7 @@ fn every_stream_is_acknowledged_by_a_served_receiver() {
         &Stop::new(),
         Instant::now() + Duration::from_secs(30),
     );
-    let _ = stop_receiver.send(());
-    runtime.block_on(served).unwrap().unwrap();
+    server.stop(&runtime);
 
     assert_eq!(run.sender.unsettled(), 0, "{:?}", run.attempts);
     assert!(

@@ -2,6 +2,8 @@
 //! double over HTTP, and the rows they leave in a real SQLite file. Every server and thread a
 //! test starts is stopped by the test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -28,6 +30,7 @@ use commitgap_sim::signing::{CURRENT_GENERATION, receiver_settings, signed_deliv
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::{ReferenceSystem, Variant};
 use commitgap_sim::workload::EventSpec;
+use common::Server;
 
 fn scratch(name: &str) -> PathBuf {
     let directory = std::env::temp_dir().join(format!("commitgap-serve-{name}-{}", std::process::id()));
@@ -98,36 +101,6 @@ fn provider_double(keys: Arc<Mutex<Vec<String>>>) -> Router {
             }
         }),
     )
-}
-
-/// A router served on a free localhost port until [`Server::stop`].
-struct Server {
-    base: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Server {
-    fn start(runtime: &tokio::runtime::Runtime, router: Router) -> Server {
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stops) = tokio::sync::oneshot::channel::<()>();
-        let served = runtime.spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = stops.await;
-                })
-                .await
-        });
-        Server { base, stop, served }
-    }
-
-    fn stop(self, runtime: &tokio::runtime::Runtime) {
-        let _ = self.stop.send(());
-        runtime.block_on(self.served).unwrap().unwrap();
-    }
 }
 
 /// Runs one relay worker against the provider at `provider_url` until `done` holds (or ten

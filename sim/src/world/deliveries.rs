@@ -69,17 +69,19 @@ impl World {
             commitgap::receiver::BODY_BYTES_MAX_SETTING.to_owned(),
             bytes_max.to_string(),
         );
-        let largest = self
-            .workload
-            .events
-            .iter()
-            .enumerate()
-            .map(|(index, event)| (self.domain.body(event).len(), std::cmp::Reverse(index)))
-            .max()
-            .map(|(_, std::cmp::Reverse(index))| index);
+        // Only a seed with edge values pads an event, so only it pays for writing every body.
+        let padded_event = self.config.edge_values.then(|| {
+            self.workload
+                .events
+                .iter()
+                .enumerate()
+                .map(|(index, event)| (self.domain.body(event).len(), std::cmp::Reverse(index)))
+                .max()
+                .map(|(_, std::cmp::Reverse(index))| index)
+        });
         self.body_limit = BodyLimit {
             bytes_max,
-            padded_event: largest.filter(|_| self.config.edge_values),
+            padded_event: padded_event.flatten(),
         };
     }
 
