@@ -63,6 +63,8 @@
 //! - [`sender`]: the upstream webhook sender and its retry presets.
 //! - [`signing`]: the endpoints' secrets and deliveries signed as a real sender signs them.
 //! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
+//! - [`final_state`]: a final state the simulator did not produce (a real database's rows, a real
+//!   provider's ledger, a real sender's books) judged with the invariants that can judge one.
 //! - [`faults`]: the fault models, one file each, and the built-in list of them.
 //! - [`registry`]: what a run reads besides its seed: fault models, added invariants and the
 //!   replay command, as a value.
@@ -114,6 +116,7 @@ mod decision;
 pub mod domain;
 pub mod faults;
 mod files;
+pub mod final_state;
 mod findings;
 pub mod harness;
 pub mod invariants;

@@ -38,6 +38,20 @@ pub struct Effect {
     pub at_ms: i64,
 }
 
+/// One effect a real provider performed, as its ledger records it: what
+/// [`ProviderModel::from_ledger`] reads to judge a final state over real processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// The provider's id for the effect.
+    pub effect_id: String,
+    /// The idempotency key the request was sent under.
+    pub idempotency_key: String,
+    /// The request body the provider acted on.
+    pub payload: String,
+    /// When the provider performed the effect, in milliseconds.
+    pub at_ms: i64,
+}
+
 /// How the provider behaves for one request, as the fault models decided.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Conditions {
@@ -191,6 +205,54 @@ impl ProviderModel {
 }
 
 impl ProviderModel {
+    /// The provider a real provider's ledger describes: `effects` in the order performed, each
+    /// counted under the operation `reader` reads from its payload, as [`ProviderModel::handle`]
+    /// counts them, and `keys_in_progress` still being processed (a key listed twice has two
+    /// requests in progress). `Err` names an effect whose payload names no operation.
+    ///
+    /// Nothing is rejected: the provider doubles a check over real processes runs never refuse a
+    /// request for good nor cache an error, so no operation counts as refused (see
+    /// [`ProviderModel::rejected`]). The key store stays empty, since a ledger does not say what
+    /// a real store still remembers, and no invariant reads it; so does the list of requests.
+    pub fn from_ledger(
+        reader: OperationReader,
+        effects: impl IntoIterator<Item = LedgerEntry>,
+        keys_in_progress: impl IntoIterator<Item = String>,
+    ) -> Result<ProviderModel, String> {
+        let mut provider = ProviderModel::reading(reader);
+        for entry in effects {
+            let operation = provider.reader.operation_of(&entry.payload).map_err(|reason| {
+                format!(
+                    "effect {} (key {}) has a payload that names no operation: {reason}",
+                    entry.effect_id, entry.idempotency_key
+                )
+            })?;
+            // As `act` records an effect: by operation, and under its key the first effect
+            // performed with it, which is what a lookup by key finds.
+            let index = provider.effects.len();
+            provider
+                .effects_by_operation
+                .entry(operation.clone())
+                .or_default()
+                .push(index);
+            provider
+                .effect_by_key
+                .entry(entry.idempotency_key.clone())
+                .or_insert(index);
+            provider.effects.push(Effect {
+                id: entry.effect_id,
+                operation,
+                idempotency_key: entry.idempotency_key,
+                payload: entry.payload,
+                at_ms: entry.at_ms,
+            });
+        }
+        for key in keys_in_progress {
+            provider.begin_processing(&key);
+        }
+        Ok(provider)
+    }
+
     /// Handles one request at `now_ms`. `forget_at` is asked, only when a key is first stored,
     /// when the store may forget it.
     pub fn handle(
@@ -716,6 +778,44 @@ mod tests {
             Ok(ProviderReply::Accepted { replayed: true, .. })
         ));
         assert_eq!(provider.effects().len(), 1);
+    }
+
+    #[test]
+    fn a_ledger_gives_the_provider_its_effects_would_have_made() {
+        let mut handled = ProviderModel::default();
+        handled.handle(&send("k1", &payload(1)), 10, PLAIN, || None);
+        handled.handle(&send("k2", &payload(1)), 20, PLAIN, || None);
+        let ledger = handled.effects().iter().map(|effect| LedgerEntry {
+            effect_id: effect.id.clone(),
+            idempotency_key: effect.idempotency_key.clone(),
+            payload: effect.payload.clone(),
+            at_ms: effect.at_ms,
+        });
+        let mut read =
+            ProviderModel::from_ledger(OperationReader::default(), ledger, ["k3".to_owned()]).unwrap();
+        assert_eq!(read.effects(), handled.effects());
+        assert_eq!(read.effects_for("t/o/fulfill/v1").count(), 2);
+        assert_eq!(read.keys_in_progress().collect::<Vec<_>>(), ["k3"]);
+        assert!(!read.rejected("t/o/fulfill/v1"));
+        let lookup = ProviderRequest::Lookup {
+            idempotency_key: "k2".into(),
+        };
+        assert_eq!(
+            read.handle(&lookup, 30, PLAIN, || None).result,
+            Ok(ProviderReply::Found {
+                effect_id: "shp-2".into()
+            })
+        );
+        let unreadable = LedgerEntry {
+            effect_id: "eff-9".into(),
+            idempotency_key: "k".into(),
+            payload: "not json".into(),
+            at_ms: 0,
+        };
+        let error = ProviderModel::from_ledger(OperationReader::default(), [unreadable], Vec::new())
+            .err()
+            .unwrap();
+        assert!(error.contains("eff-9"), "{error}");
     }
 
     #[test]

@@ -328,30 +328,7 @@ impl Database {
 
     /// Every row the observed tables hold, as inserts, table by table in rowid order.
     fn observed_rows(&self) -> Result<Vec<RowChange>, DbError> {
-        let mut rows = Vec::new();
-        for (index, table) in self.store.observed_tables.iter().enumerate() {
-            for row in query_rows(
-                &self.store.anchor,
-                &format!("SELECT rowid, * FROM main.\"{table}\" ORDER BY rowid"),
-                &[],
-            )? {
-                let mut values = row.0;
-                let rowid = match values.remove(0) {
-                    Value::Integer(rowid) => rowid,
-                    other => {
-                        return Err(DbError::Other(format!(
-                            "{table}: rowid {other:?} is not an integer"
-                        )));
-                    }
-                };
-                rows.push(RowChange {
-                    table: index,
-                    rowid,
-                    values: Some(values),
-                });
-            }
-        }
-        Ok(rows)
+        rows_of(&self.store.anchor, &self.store.observed_tables)
     }
 
     /// Starts writing down every statement, rollback and close on process connections.
@@ -583,6 +560,40 @@ impl Database {
     pub fn read(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
         query_rows(&self.store.anchor, sql, params)
     }
+}
+
+/// Every row `tables` hold on `connection`, as inserts, table by table in rowid order, each with
+/// its values in table order (as the capture triggers pass them): the rows set-up left, or the
+/// final rows of a real database ([`crate::final_state::read_final_rows`]).
+pub(crate) fn rows_of(
+    connection: &Connection,
+    tables: &[impl AsRef<str>],
+) -> Result<Vec<RowChange>, DbError> {
+    let mut rows = Vec::new();
+    for (index, table) in tables.iter().enumerate() {
+        let table = table.as_ref();
+        for row in query_rows(
+            connection,
+            &format!("SELECT rowid, * FROM main.\"{table}\" ORDER BY rowid"),
+            &[],
+        )? {
+            let mut values = row.0;
+            let rowid = match values.remove(0) {
+                Value::Integer(rowid) => rowid,
+                other => {
+                    return Err(DbError::Other(format!(
+                        "{table}: rowid {other:?} is not an integer"
+                    )));
+                }
+            };
+            rows.push(RowChange {
+                table: index,
+                rowid,
+                values: Some(values),
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// Rolls back what `slot` has open, as closing it would, and makes it look new again; `None` if

@@ -21,6 +21,14 @@ impl Invariant for EffectMatchesObligation {
         InvariantKind::Safety
     }
 
+    // An effect is judged against the obligations committed when it was performed, and a final
+    // state may no longer hold them: a system may delete an obligation once it is settled (say,
+    // when the receipt that owed it is purged), which no invariant forbids. Judged on a final
+    // state, such an effect would look as if it had no obligation: a false alarm.
+    fn judges_final_state(&self) -> bool {
+        false
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for &index in &observation.step.new_effects {
             let effect = observation.provider.effect(index);

@@ -162,6 +162,18 @@ pub trait Invariant: Send + Sync {
     fn assumes(&self) -> &'static [Workflow] {
         &[]
     }
+    /// Whether the invariant can judge a final state alone (all rows as created by one commit,
+    /// every effect new, no answers, requests or replies), as a check over real processes does
+    /// ([`crate::final_state`]). It may say so only when a failure on such a state means the
+    /// run it ended in failed too, so that judging a final state raises no false alarm.
+    ///
+    /// By default a liveness invariant can, since it reads only the state at quiescence; one that
+    /// reads facts of the run a final state lacks (`History` beyond `ever_received` and
+    /// `dead_at_requeue`) must say it cannot. A safety invariant cannot by default: it judges
+    /// each step's transitions, answers, requests and leases.
+    fn judges_final_state(&self) -> bool {
+        self.kind() == InvariantKind::Liveness
+    }
     /// `Err` carries the evidence, in one line a person can act on.
     fn check(&self, observation: &Observation<'_>) -> Result<(), String>;
 }
@@ -197,6 +209,9 @@ impl Invariant for Added {
     }
     fn assumes(&self) -> &'static [Workflow] {
         self.0.assumes()
+    }
+    fn judges_final_state(&self) -> bool {
+        self.0.judges_final_state()
     }
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         self.0.check(observation)

@@ -24,6 +24,12 @@ impl Invariant for OnlyOwedOperationsTakeEffect {
         InvariantKind::Safety
     }
 
+    // Each effect is judged by the model and its own operation and payload alone, which are the
+    // same whenever it is judged.
+    fn judges_final_state(&self) -> bool {
+        true
+    }
+
     fn layer(&self) -> Layer {
         Layer::Domain
     }

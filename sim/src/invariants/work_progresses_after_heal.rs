@@ -30,6 +30,13 @@ impl Invariant for WorkProgressesAfterHeal {
         InvariantKind::Liveness
     }
 
+    // What is stuck is found by the simulated world watching owed work step by step
+    // (`History::stuck`); a check over real processes has no such watch, and its own bound on
+    // waiting for quiet is its verdict on progress.
+    fn judges_final_state(&self) -> bool {
+        false
+    }
+
     fn layer(&self) -> Layer {
         Layer::Pattern
     }
