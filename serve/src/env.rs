@@ -117,7 +117,10 @@ impl Env for ServiceEnv {
         sql: &'a str,
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
-        self.inner.execute(sql, params)
+        crash_point(self.process_id(), "before", sql);
+        let result = self.inner.execute(sql, params);
+        crash_point(self.process_id(), "after", sql);
+        result
     }
 
     fn query<'a>(
@@ -125,7 +128,10 @@ impl Env for ServiceEnv {
         sql: &'a str,
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
-        self.inner.query(sql, params)
+        crash_point(self.process_id(), "before", sql);
+        let result = self.inner.query(sql, params);
+        crash_point(self.process_id(), "after", sql);
+        result
     }
 
     /// Sleeps in slices, and never returns once a stop is requested: the runner then drops the
@@ -159,6 +165,59 @@ impl Env for ServiceEnv {
 
     fn setting(&self, name: &str) -> Option<String> {
         self.inner.setting(name)
+    }
+}
+
+/// Crash points, armed only by a live check (see [`arm_crash_points`]): the process kills
+/// itself at a statement at a seeded rate.
+struct CrashPoints {
+    rng: commitgap_sim::rng::SimRng,
+    chance: commitgap_sim::rng::Ratio,
+}
+
+static CRASH_POINTS: Mutex<Option<CrashPoints>> = Mutex::new(None);
+
+/// Makes this process kill itself with SIGKILL just before or just after a statement that
+/// writes or ends a transaction, each with probability `chance`, drawn from `seed`: the crash at
+/// any statement that the simulator models, in a real process. A kill from outside lands
+/// between statements only by luck; the windows between two transactions of one handler last
+/// microseconds. Reads outside a transaction are not crash points, so that idle polling does
+/// not set the pace. Only `live` arms this, through a flag of its child processes; a service
+/// run by hand never crashes on purpose.
+pub fn arm_crash_points(seed: u64, process: &str, chance: commitgap_sim::rng::Ratio) {
+    // Each start of a process draws its own points: the pid tells the starts apart.
+    let label = format!("live/crash-points/{process}/{}", std::process::id());
+    *CRASH_POINTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(CrashPoints {
+        rng: commitgap_sim::rng::SimRng::stream(seed, &label),
+        chance,
+    });
+}
+
+fn crash_point(process_id: &str, when: &str, sql: &str) {
+    let verb = sql
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    if verb == "SELECT" || verb == "WITH" {
+        return;
+    }
+    let mut points = CRASH_POINTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(points) = points.as_mut() else {
+        return;
+    };
+    if points.rng.chance(points.chance) {
+        let statement: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        eprintln!("{process_id} crash point: killed itself {when} {statement}");
+        // SAFETY: kill and getpid have no memory effects; the signal ends this process at once,
+        // with no unwinding and no destructor, as a crash does.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
     }
 }
 

@@ -23,11 +23,15 @@
 //!   schedule in compressed time and keeps its books with the simulator's own `Sender`.
 //! - [`workers`]: runners for the relay workers, the purge job and the operator's requeue, and the
 //!   database's creation from the system's own set-up.
-//! - [`cli`]: the command line of a served system (`init`, `run`, `requeue`), so that a team's
-//!   binary is `Service::new(system).main()`.
+//! - [`cli`]: the command line of a served system (`init`, `run`, `relay`, `purge`, `requeue`,
+//!   `live`), so that a team's binary is `Service::new(system).main()`.
+//! - [`live`]: the simulator's invariants over real processes: the served system started as
+//!   receivers and relay workers on localhost, a signing sender, a provider double, faults from a
+//!   seed (kills, pauses, resets, lost answers, early purges), then heal, quiet and the verdict.
 
 pub mod cli;
 pub mod env;
+pub mod live;
 pub mod provider;
 pub mod provider_double;
 pub mod receiver;

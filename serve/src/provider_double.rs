@@ -35,6 +35,9 @@ pub struct Misbehaviour {
     /// The share of sends that act and then lose their reply: the answer is held for
     /// `slow_ms` and the caller times out first.
     pub lost_reply: Ratio,
+    /// Execute a send that arrives while another with its key is in progress, instead of
+    /// answering 409: both perform their effect, as a provider without a key lock does.
+    pub double_execute: bool,
 }
 
 impl Default for Misbehaviour {
@@ -45,6 +48,7 @@ impl Default for Misbehaviour {
             slow: Ratio::new(0, 1),
             slow_ms: 15_000,
             lost_reply: Ratio::new(0, 1),
+            double_execute: false,
         }
     }
 }
@@ -125,6 +129,20 @@ impl ProviderDouble {
         self.lock().effects.clone()
     }
 
+    /// Keys with a request still being worked on.
+    pub fn keys_in_progress(&self) -> Vec<String> {
+        self.lock().in_progress.keys().cloned().collect()
+    }
+
+    /// Ends the transient misbehaviours: no send is slow or loses its reply from now on. Keys
+    /// are still forgotten at their lifetime, which is the provider's contract, not a fault.
+    pub fn heal(&self) {
+        let mut ledger = self.lock();
+        ledger.misbehaviour.slow = Ratio::new(0, 1);
+        ledger.misbehaviour.lost_reply = Ratio::new(0, 1);
+        ledger.misbehaviour.double_execute = false;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Ledger> {
         self.ledger
             .lock()
@@ -138,10 +156,13 @@ impl ProviderDouble {
         ledger
             .keys
             .retain(|_, stored| stored.at_ms + lifetime_ms > now_ms);
-        if ledger.in_progress.contains_key(key) {
+        let overtakes = ledger.in_progress.contains_key(key);
+        if overtakes && !ledger.misbehaviour.double_execute {
             return Arrival::Conflict;
         }
-        if let Some(stored) = ledger.keys.get(key) {
+        // A request that overtakes one in progress passed no stored result either: the first
+        // stores its result only when it acts.
+        if let Some(stored) = ledger.keys.get(key).filter(|_| !overtakes) {
             return Arrival::Replay(stored.effect_id.clone());
         }
         let (slow, lost, slow_ms) = (
@@ -171,13 +192,11 @@ impl ProviderDouble {
             payload,
             at_ms,
         });
-        ledger.keys.insert(
-            key.to_owned(),
-            Stored {
-                effect_id: effect_id.clone(),
-                at_ms,
-            },
-        );
+        // The store keeps the first result: under double execution the second act finds one.
+        ledger.keys.entry(key.to_owned()).or_insert(Stored {
+            effect_id: effect_id.clone(),
+            at_ms,
+        });
         effect_id
     }
 }

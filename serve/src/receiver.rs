@@ -114,10 +114,11 @@ async fn deliver(
     };
     let handled = tokio::task::spawn_blocking(move || handle(&receiver, delivery)).await;
     match handled {
-        Ok(answer) => {
+        Ok(Ok(answer)) => {
             let status = StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, answer.to_string())
         }
+        Ok(Err(failed_commit)) => (StatusCode::INTERNAL_SERVER_ERROR, failed_commit),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             "the handler panicked; nothing it had not committed was kept".to_owned(),
@@ -127,8 +128,10 @@ async fn deliver(
 
 /// Runs the system's handler on a pooled connection and gives the connection back clean. A
 /// handler that panics loses its connection (closed as it unwinds, which rolls back what it had
-/// open); the pool opens another in its place, so that panics cannot drain it.
-fn handle(receiver: &Receiver, delivery: WebhookDelivery) -> Answer {
+/// open); the pool opens another in its place, so that panics cannot drain it. `Err` when the
+/// transaction the handler left for the framework to commit could not be committed: the answer
+/// must not claim work that was not kept.
+fn handle(receiver: &Receiver, delivery: WebhookDelivery) -> Result<Answer, String> {
     let mut lent = Lent {
         pool: &receiver.pool,
         given_back: false,
@@ -142,10 +145,10 @@ fn handle(receiver: &Receiver, delivery: WebhookDelivery) -> Answer {
     // The handler's future is finished and dropped, so this is the only reference left.
     let env: ServiceEnv =
         Rc::try_unwrap(env).unwrap_or_else(|_| unreachable!("the handler's future is dropped"));
-    close_left_transaction(&env, receiver.system.commits_after_answer());
+    let closed = close_left_transaction(&env, receiver.system.commits_after_answer());
     receiver.pool.give_back(env);
     lent.given_back = true;
-    answer
+    closed.map(|()| answer)
 }
 
 /// A connection lent to one request: if the request unwinds before giving it back, the pool
@@ -166,16 +169,31 @@ impl Drop for Lent<'_> {
 /// Ends a transaction the handler left open: committed when the system's framework commits after
 /// the answer, rolled back otherwise. Outside a transaction SQLite refuses both, which is the
 /// ordinary case and is not logged.
-fn close_left_transaction(env: &ServiceEnv, commits_after_answer: bool) {
+///
+/// A system whose framework commits after the answer is served more safely than that: the
+/// commit comes before the answer leaves, and a commit that fails (a busy or full database)
+/// turns the answer into a 500, so that the sender delivers again. `Err` carries that answer.
+fn close_left_transaction(env: &ServiceEnv, commits_after_answer: bool) -> Result<(), String> {
     let statement = if commits_after_answer {
         "COMMIT"
     } else {
         "ROLLBACK"
     };
-    if block_on(env.execute(statement, &[])).is_ok() {
-        env.log(&format!(
-            "the handler left a transaction open; the adapter ran {statement}"
-        ));
+    match block_on(env.execute(statement, &[])) {
+        Ok(_) => {
+            env.log(&format!(
+                "the handler left a transaction open; the adapter ran {statement}"
+            ));
+            Ok(())
+        }
+        Err(error) if commits_after_answer && !error.to_string().contains("no transaction is active") => {
+            let _ = block_on(env.execute("ROLLBACK", &[]));
+            env.log(&format!("the adapter's COMMIT after the handler failed: {error}"));
+            Err(format!(
+                "the work could not be committed ({error}); deliver again"
+            ))
+        }
+        Err(_) => Ok(()),
     }
 }
 

@@ -22,6 +22,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use commitgap_sim::domain::Domain;
+use commitgap_sim::rng::{Ratio, SimRng};
 use commitgap_sim::sender::{Sender, SenderPreset};
 use commitgap_sim::signing::{CURRENT_GENERATION, signed_delivery};
 use commitgap_sim::workload::EventSpec;
@@ -39,7 +40,20 @@ pub struct SenderPlan {
     pub receivers: Vec<String>,
     /// Attempts in flight at once.
     pub concurrency: usize,
+    /// The share of attempts also posted, at the same moment, to the next receiver: a
+    /// concurrent duplicate, as senders with at-least-once delivery make. Its answer does not
+    /// count in the books (the sender waits on the first copy).
+    pub duplicate: Ratio,
+    /// Draws which attempts are duplicated.
+    pub seed: u64,
+    /// From this moment (a live check's heal) an operator redelivers, every half hour of
+    /// virtual time, each stream the sender gave up on, as the simulator's operator does after
+    /// heal; `None` never redelivers.
+    pub redeliver_from: Option<Instant>,
 }
+
+/// How often the operator redelivers what the sender gave up on, in virtual milliseconds.
+const REDELIVERY_INTERVAL_MS: i64 = 30 * 60_000;
 
 /// One attempt, as the sender saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +68,10 @@ pub struct AttemptRecord {
     pub receiver: String,
     /// The answer's status, or why there was none.
     pub outcome: Result<u16, String>,
+    /// Whether this was the concurrent duplicate of an attempt, not counted in the books.
+    pub duplicate: bool,
+    /// Whether this was the operator's manual redelivery of a stream the sender gave up on.
+    pub redelivery: bool,
 }
 
 /// What a run of the sender leaves: its books, and every attempt.
@@ -66,6 +84,8 @@ pub struct SenderRun {
 }
 
 struct Job {
+    duplicate: bool,
+    redelivery: bool,
     stream: usize,
     attempt: u32,
     at_ms: i64,
@@ -86,78 +106,183 @@ pub fn deliver(
     stop: &Stop,
     deadline: Instant,
 ) -> SenderRun {
-    let mut sender = Sender::new(plan.preset, events, expected_rejection);
-    let compression = i64::from(plan.compression.max(1));
-    let started = Instant::now();
-    let virtual_now_ms = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX) * compression;
+    let sender = Sender::new(plan.preset, events, expected_rejection);
     // Due attempts, by virtual time then stream.
-    let mut due: BTreeSet<(i64, usize)> = (0..sender.streams().len())
+    let due: BTreeSet<(i64, usize)> = (0..sender.streams().len())
         .map(|stream| (events[sender.stream(stream).event].deliver_at_ms, stream))
         .collect();
     let timeout = Duration::from_millis(plan.preset.timeout_ms().unsigned_abs());
     let (jobs, finished, workers) = spawn_posters(plan.concurrency.max(1), timeout);
-    let mut in_flight = 0_usize;
-    let mut attempts = Vec::new();
-    let mut next_receiver = 0_usize;
-    while !stop.is_requested() && Instant::now() < deadline && (in_flight > 0 || !due.is_empty()) {
-        let now_ms = virtual_now_ms();
-        while let Some(&(at_ms, stream)) = due.first().filter(|(at_ms, _)| *at_ms <= now_ms) {
-            due.pop_first();
-            let event = &events[sender.stream(stream).event];
-            if sender.stream(stream).attempts == 0 {
-                sender.emit(stream);
-            }
-            let attempt = sender.begin_attempt(stream, now_ms);
-            let receiver = plan.receivers[next_receiver % plan.receivers.len().max(1)].clone();
-            next_receiver += 1;
-            let job = Job {
-                stream,
-                attempt,
-                at_ms,
-                receiver,
-                account: event.account.clone(),
-                webhook_id: webhook_id(event, sender.stream(stream).subscription),
-                body: domain.body(event).into_bytes(),
-            };
-            if jobs.send(job).is_err() {
-                break;
-            }
-            in_flight += 1;
+    let mut delivering = Delivering {
+        events,
+        domain,
+        plan,
+        sender,
+        started: Instant::now(),
+        due,
+        jobs,
+        in_flight: 0,
+        attempts: Vec::new(),
+        next_receiver: 0,
+        duplicates: SimRng::stream(plan.seed, "live/sender-duplicates"),
+        next_redelivery_ms: 0,
+        redelivering: BTreeSet::new(),
+    };
+    while !stop.is_requested() && Instant::now() < deadline && delivering.has_work() {
+        let now_ms = delivering.virtual_now_ms();
+        if delivering.issue(now_ms).is_err() {
+            break;
         }
         match finished.recv_timeout(Duration::from_millis(10)) {
-            Ok((job, outcome)) => {
-                in_flight -= 1;
-                let now_ms = virtual_now_ms();
-                let retry_at_ms = match &outcome {
-                    Ok(status) => sender.answer(
-                        job.stream,
-                        job.attempt,
-                        (200..300).contains(status),
-                        &format!("answered {status}"),
-                        now_ms,
-                    ),
-                    Err(_) => sender.time_out(job.stream, job.attempt, now_ms),
-                };
-                if let Some(at_ms) = retry_at_ms {
-                    due.insert((at_ms, job.stream));
-                }
-                attempts.push(AttemptRecord {
-                    stream: job.stream,
-                    attempt: job.attempt,
-                    at_ms: job.at_ms,
-                    receiver: job.receiver,
-                    outcome,
-                });
-            }
+            Ok((job, outcome)) => delivering.finish(job, outcome),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    let Delivering {
+        sender,
+        attempts,
+        jobs,
+        ..
+    } = delivering;
     drop(jobs);
     for worker in workers {
         let _ = worker.join();
     }
     SenderRun { sender, attempts }
+}
+
+/// The sender's state while it delivers.
+struct Delivering<'a> {
+    events: &'a [EventSpec],
+    domain: &'a dyn Domain,
+    plan: &'a SenderPlan,
+    sender: Sender,
+    started: Instant,
+    due: BTreeSet<(i64, usize)>,
+    jobs: mpsc::Sender<Job>,
+    in_flight: usize,
+    attempts: Vec<AttemptRecord>,
+    next_receiver: usize,
+    duplicates: SimRng,
+    next_redelivery_ms: i64,
+    redelivering: BTreeSet<usize>,
+}
+
+/// The posting threads are gone.
+struct Stopped;
+
+impl Delivering<'_> {
+    fn virtual_now_ms(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+            * i64::from(self.plan.compression.max(1))
+    }
+
+    /// Whether anything is left to do: an attempt in flight or due, or, once an operator
+    /// redelivers, a stream not yet acknowledged.
+    fn has_work(&self) -> bool {
+        self.in_flight > 0
+            || !self.due.is_empty()
+            || (self.plan.redeliver_from.is_some() && self.sender.unsettled() > 0)
+    }
+
+    /// Starts the operator's redeliveries and the attempts due at `now_ms`.
+    fn issue(&mut self, now_ms: i64) -> Result<(), Stopped> {
+        if self
+            .plan
+            .redeliver_from
+            .is_some_and(|from| Instant::now() >= from)
+            && now_ms >= self.next_redelivery_ms
+        {
+            self.next_redelivery_ms = now_ms + REDELIVERY_INTERVAL_MS;
+            for stream in self.sender.given_up() {
+                if self.redelivering.insert(stream) {
+                    let job = self.job(stream, 0, now_ms);
+                    self.post(Job {
+                        redelivery: true,
+                        ..job
+                    })?;
+                }
+            }
+        }
+        while let Some(&(at_ms, stream)) = self.due.first().filter(|(at_ms, _)| *at_ms <= now_ms) {
+            self.due.pop_first();
+            if self.sender.stream(stream).attempts == 0 {
+                self.sender.emit(stream);
+            }
+            let attempt = self.sender.begin_attempt(stream, now_ms);
+            let job = self.job(stream, attempt, at_ms);
+            if self.duplicates.chance(self.plan.duplicate) {
+                let twin = self.job(stream, attempt, at_ms);
+                self.post(Job {
+                    duplicate: true,
+                    ..twin
+                })?;
+            }
+            self.post(job)?;
+        }
+        Ok(())
+    }
+
+    /// A job for attempt `attempt` of `stream`, to the next receiver in turn.
+    fn job(&mut self, stream: usize, attempt: u32, at_ms: i64) -> Job {
+        let event = &self.events[self.sender.stream(stream).event];
+        let receivers = &self.plan.receivers;
+        let receiver = receivers[self.next_receiver % receivers.len().max(1)].clone();
+        self.next_receiver += 1;
+        Job {
+            duplicate: false,
+            redelivery: false,
+            stream,
+            attempt,
+            at_ms,
+            receiver,
+            account: event.account.clone(),
+            webhook_id: webhook_id(event, self.sender.stream(stream).subscription),
+            body: self.domain.body(event).into_bytes(),
+        }
+    }
+
+    fn post(&mut self, job: Job) -> Result<(), Stopped> {
+        self.jobs.send(job).map_err(|_| Stopped)?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Books the outcome of `job`: a scheduled attempt's answer or timeout in the [`Sender`],
+    /// with its retry; a redelivery's success; a duplicate's nothing.
+    fn finish(&mut self, job: Job, outcome: Result<u16, String>) {
+        self.in_flight -= 1;
+        let success = matches!(outcome, Ok(status) if (200..300).contains(&status));
+        if job.redelivery {
+            self.redelivering.remove(&job.stream);
+            self.sender.answer_extra(job.stream, success);
+        } else if !job.duplicate {
+            let now_ms = self.virtual_now_ms();
+            let retry_at_ms = match &outcome {
+                Ok(status) => self.sender.answer(
+                    job.stream,
+                    job.attempt,
+                    success,
+                    &format!("answered {status}"),
+                    now_ms,
+                ),
+                Err(_) => self.sender.time_out(job.stream, job.attempt, now_ms),
+            };
+            if let Some(at_ms) = retry_at_ms {
+                self.due.insert((at_ms, job.stream));
+            }
+        }
+        self.attempts.push(AttemptRecord {
+            stream: job.stream,
+            attempt: job.attempt,
+            at_ms: job.at_ms,
+            receiver: job.receiver,
+            outcome,
+            duplicate: job.duplicate,
+            redelivery: job.redelivery,
+        });
+    }
 }
 
 /// The `webhook-id` of an event's subscription: the same on every retry, as the simulated
@@ -185,7 +310,13 @@ fn spawn_posters(
         .map(|_| {
             let (job_queue, results) = (std::sync::Arc::clone(&job_queue), results.clone());
             std::thread::spawn(move || {
-                let agent = ureq::AgentBuilder::new().timeout(timeout).build();
+                // A connection per attempt, so that a proxy in front of the receivers that resets
+                // a connection or drops an answer hits exactly one attempt, and no attempt rides
+                // on a connection a killed receiver left half-closed.
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(timeout)
+                    .max_idle_connections(0)
+                    .build();
                 loop {
                     let job = match job_queue.lock().map(|queue| queue.recv()) {
                         Ok(Ok(job)) => job,

@@ -118,3 +118,32 @@ fn a_lost_reply_leaves_the_effect_and_an_ambiguous_timeout() {
         assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-1", true));
     });
 }
+
+#[test]
+fn without_a_key_lock_a_request_that_overtakes_one_in_progress_acts_too() {
+    let double = ProviderDouble::new(
+        Misbehaviour {
+            slow: Ratio::new(1, 1),
+            slow_ms: 600,
+            double_execute: true,
+            ..Misbehaviour::default()
+        },
+        3,
+    );
+    with_double(&double, |provider, _| {
+        assert_eq!(provider.call(&send("k-1", "{}"), 100), Err(CallError::Timeout));
+        // The first request is still in progress: this one is executed instead of refused.
+        assert_eq!(provider.call(&send("k-1", "{}"), 100), Err(CallError::Timeout));
+        std::thread::sleep(Duration::from_millis(1_500));
+        let keys: Vec<String> = double
+            .effects()
+            .into_iter()
+            .map(|effect| effect.idempotency_key)
+            .collect();
+        assert_eq!(keys, ["k-1", "k-1"], "two effects under one key");
+        // The store kept the first result; once nothing is in progress a retry replays it.
+        assert_eq!(provider.call(&send("k-1", "{}"), 1_000), accepted("eff-1", true));
+        double.heal();
+        assert!(double.keys_in_progress().is_empty());
+    });
+}

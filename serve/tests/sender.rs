@@ -64,6 +64,9 @@ fn every_stream_is_acknowledged_by_a_served_receiver() {
         compression: 100,
         receivers: vec![server.base.clone()],
         concurrency: 2,
+        duplicate: commitgap_sim::rng::Ratio::new(0, 1),
+        seed: 1,
+        redeliver_from: None,
     };
     let events = payments(5);
     let run = deliver(
@@ -106,6 +109,9 @@ fn with_nobody_answering_the_sender_runs_its_whole_schedule_and_gives_up() {
         compression: 10_000,
         receivers: vec![base],
         concurrency: 2,
+        duplicate: commitgap_sim::rng::Ratio::new(0, 1),
+        seed: 1,
+        redeliver_from: None,
     };
     let run = deliver(
         &payments(1),

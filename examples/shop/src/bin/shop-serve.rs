@@ -5,11 +5,14 @@
 use std::sync::Arc;
 
 use commitgap_serve::cli::Service;
+use shop::invariant::AccountShopsUnchanged;
 use shop::system::ShopSystem;
 
 fn main() {
     Service::new(Arc::new(ShopSystem {
         receipt_in_own_transaction: false,
     }))
+    // The shop's own invariant judges `live` runs too.
+    .invariant(Arc::new(AccountShopsUnchanged))
     .main()
 }

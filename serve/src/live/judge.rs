@@ -1,0 +1,124 @@
+//! Reads what a live run left, the database's rows, the provider double's ledger, the sender's
+//! books, and hands them to the simulator's judging of a final state
+//! ([`commitgap_sim::final_state`]), so that a live run is judged by the same code as a
+//! simulated one.
+//!
+//! It also reads the database while the run goes on, through a read-only connection (WAL lets a
+//! reader in beside the writers): which receipts exist (a purge may delete them later, and
+//! `every-event-processed` asks whether one ever existed), which obligations are owed (the wait
+//! for quiet) and which are dead (what the operator's requeue is about to move). This module
+//! must not write to the database.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use commitgap_sim::final_state::{FinalJudgement, FinalRow, FinalState, judge_final_state, read_final_rows};
+use commitgap_sim::invariants::{Invariant, InvariantChoice};
+use commitgap_sim::provider::LedgerEntry;
+use commitgap_sim::rusqlite::{Connection, OpenFlags};
+use commitgap_sim::sender::Sender;
+use commitgap_sim::system::{ObligationStatus, ObservedRow, System};
+use commitgap_sim::workload::Workload;
+
+use crate::provider_double::LedgerEffect;
+
+/// The observed rows at one moment, and what the run's loop asks of them.
+pub struct Snapshot {
+    /// Every row of the system's observed tables.
+    pub rows: Vec<FinalRow>,
+    /// `(account, event id)` of every receipt.
+    pub receipts: BTreeSet<(String, String)>,
+    /// Operation keys of the obligations still owed.
+    pub owed: Vec<String>,
+    /// Operation keys of the dead obligations.
+    pub dead: BTreeSet<String>,
+}
+
+/// Reads the observed rows of the database at `path`, as `system` decodes them.
+pub fn snapshot(path: &Path, system: &dyn System) -> Result<Snapshot, String> {
+    let connection = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    connection
+        .busy_timeout(Duration::from_secs(5))
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+    let rows = read_final_rows(&connection, system.observed_tables())?;
+    let mut snapshot = Snapshot {
+        rows: Vec::new(),
+        receipts: BTreeSet::new(),
+        owed: Vec::new(),
+        dead: BTreeSet::new(),
+    };
+    for row in &rows {
+        match system.decode_row(&row.table, &row.values)? {
+            ObservedRow::Receipt(receipt) => {
+                snapshot.receipts.insert((receipt.account, receipt.event_id));
+            }
+            ObservedRow::Obligation(obligation) => match obligation.status {
+                ObligationStatus::Owed => snapshot.owed.push(obligation.operation_key),
+                ObligationStatus::Dead => {
+                    snapshot.dead.insert(obligation.operation_key);
+                }
+                ObligationStatus::Done => {}
+            },
+            _ => {}
+        }
+    }
+    snapshot.rows = rows;
+    Ok(snapshot)
+}
+
+/// What the judging reads besides the final rows.
+pub struct Evidence<'a> {
+    /// The workload the sender delivered.
+    pub workload: &'a Workload,
+    /// The sender's books.
+    pub sender: &'a Sender,
+    /// The provider double's ledger.
+    pub effects: Vec<LedgerEffect>,
+    /// Keys the double was still working on at the end.
+    pub keys_in_progress: Vec<String>,
+    /// Every receipt seen during the run.
+    pub ever_received: BTreeSet<(String, String)>,
+    /// The obligations dead when the operator set out to requeue them.
+    pub dead_at_requeue: BTreeSet<String>,
+    /// When the run ended, in wall-clock milliseconds.
+    pub now_ms: i64,
+}
+
+/// Judges the final rows `last` with the evidence, by the simulator's invariants and `added`.
+pub fn judge(
+    system: &dyn System,
+    added: &[Arc<dyn Invariant>],
+    last: Snapshot,
+    evidence: Evidence<'_>,
+) -> Result<FinalJudgement, String> {
+    let mut ever_received = evidence.ever_received;
+    ever_received.extend(last.receipts);
+    let state = FinalState {
+        rows: last.rows,
+        effects: evidence
+            .effects
+            .into_iter()
+            .map(|effect| LedgerEntry {
+                effect_id: effect.effect_id,
+                idempotency_key: effect.idempotency_key,
+                payload: effect.payload,
+                at_ms: effect.at_ms,
+            })
+            .collect(),
+        keys_in_progress: evidence.keys_in_progress,
+        ever_received,
+        dead_at_requeue: evidence.dead_at_requeue,
+        now_ms: evidence.now_ms,
+    };
+    judge_final_state(
+        system,
+        evidence.workload,
+        evidence.sender,
+        state,
+        added,
+        &InvariantChoice::default(),
+    )
+}

@@ -1,0 +1,179 @@
+//! `live`: the simulator's invariants over real processes.
+//!
+//! A live check starts the served system as real OS processes on localhost, each through this
+//! crate's adapter: receivers on their own ports (each behind a small proxy), relay workers, the
+//! purge job and, after heal, the operator. A real sender signs every delivery with Standard
+//! Webhooks and follows a preset's retry schedule in compressed time; a provider double speaks
+//! the provider's wire contract. Faults come from a seed ([`faults`]). When the fault phase ends
+//! it heals, waits for quiet within a bound, runs the operator's requeue, stops every process,
+//! and judges the final database, the provider's ledger and the sender's books with the
+//! simulator's own invariants ([`commitgap_sim::final_state`]).
+//!
+//! The seed decides the workload and the plan of faults; where each fault lands among the
+//! processes' work is the operating system's choice. A run is therefore seeded, not
+//! deterministic: the same seed runs the same plan, not the same interleaving. Time in the
+//! relay's settings is real and short (a call timeout of a second, a lease of four), so that a
+//! minute holds many retries, leases and reconciliations.
+//!
+//! This module must not judge anything itself: verdicts come from the invariants, and a bound
+//! that was hit (no quiet in time) is reported as unsettled, never as an invariant's failure.
+
+mod faults;
+mod judge;
+mod processes;
+mod proxy;
+mod report;
+mod run;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use commitgap_sim::commitgap::relay::RelaySettings;
+use commitgap_sim::invariants::Invariant;
+use commitgap_sim::sender::SenderPreset;
+use commitgap_sim::system::System;
+
+pub use faults::LiveFault;
+
+/// `live`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LiveArgs {
+    /// The seed: it decides the workload and the plan of faults
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How long faults are applied, in seconds; heal and the wait for quiet come after
+    #[arg(long, default_value_t = 60)]
+    pub seconds: u64,
+    /// Receiver processes, each on its own port
+    #[arg(long, default_value_t = 2)]
+    pub receivers: usize,
+    /// Relay worker processes
+    #[arg(long, default_value_t = 2)]
+    pub relay_workers: usize,
+    /// Faults to apply: `all`, `none`, or names separated by commas (crash, kill, pause,
+    /// connection-reset, lost-answer, early-purge, provider-slow, provider-reply-lost,
+    /// key-expiry, duplicate-delivery; and provider-double-execute, which `all` leaves out)
+    #[arg(long, default_value = "all")]
+    pub faults: String,
+    /// The sender's retry contract: stripe-like, svix, shopify-like or github
+    #[arg(long, default_value = "svix")]
+    pub preset: String,
+    /// The sender's virtual time runs this many times faster than the wall clock (3600: an
+    /// hour of the retry schedule per second)
+    #[arg(long, default_value_t = 3600)]
+    pub compression: u32,
+    /// Tenants, each with one sender account
+    #[arg(long, default_value_t = 4)]
+    pub tenants: u32,
+    /// Business entities per tenant
+    #[arg(long, default_value_t = 12)]
+    pub subjects_per_tenant: u32,
+    /// After heal, wait at most this long for the sender, the outbox and the provider to go
+    /// quiet, in seconds; past it the run is unsettled
+    #[arg(long, default_value_t = 120)]
+    pub quiet_bound_s: u64,
+    /// Where each run writes its directory (database, process logs, report.json)
+    #[arg(long, default_value = "live-runs")]
+    pub out: PathBuf,
+}
+
+/// The options, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) args: LiveArgs,
+    pub(crate) faults: BTreeSet<LiveFault>,
+    pub(crate) preset: SenderPreset,
+}
+
+impl Options {
+    fn check(args: &LiveArgs) -> Result<Options, String> {
+        let faults = faults::parse(&args.faults)?;
+        let preset = SenderPreset::from_name(&args.preset).ok_or_else(|| {
+            let names: Vec<&str> = SenderPreset::ALL.iter().map(|preset| preset.name()).collect();
+            format!("--preset {}: the presets are {}", args.preset, names.join(", "))
+        })?;
+        let positive = [
+            ("--seconds", args.seconds > 0),
+            ("--receivers", args.receivers > 0),
+            ("--relay-workers", args.relay_workers > 0),
+            ("--compression", args.compression > 0),
+            ("--tenants", args.tenants > 0),
+            ("--subjects-per-tenant", args.subjects_per_tenant > 0),
+            ("--quiet-bound-s", args.quiet_bound_s > 0),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, positive)| !positive) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if args.receivers > 16 || args.relay_workers > 16 {
+            return Err("--receivers and --relay-workers take at most 16 each on one machine".to_owned());
+        }
+        Ok(Options {
+            args: args.clone(),
+            faults,
+            preset,
+        })
+    }
+
+    pub(crate) fn has(&self, fault: LiveFault) -> bool {
+        self.faults.contains(&fault)
+    }
+}
+
+/// The relay's settings in a live run: real time, short, so that a minute holds many retries.
+/// Every bound the relay is promised holds: a pause is shorter than `stall_ms_max`, the
+/// provider double's slow acts end within `provider_act_ms_max`, and it forgets a key no sooner
+/// than `key_lifetime_ms`.
+pub fn relay_settings() -> RelaySettings {
+    RelaySettings {
+        call_timeout_ms: 1_000,
+        lease_ms: 4_000,
+        // Short enough that a run of a few minutes meets forgotten keys, long enough for a relay
+        // that postpones a retry by a fixed minute (as the shop's does) to look its key up in
+        // time: a lifetime shorter than a system's own retry cadence would break a promise the
+        // system was never given, and its duplicate would be a false alarm.
+        key_lifetime_ms: 90_000,
+        backoff_base_ms: 200,
+        backoff_cap_ms: 3_000,
+        idle_poll_min_ms: 50,
+        idle_poll_max_ms: 500,
+        attempts_max: 30,
+        // Every process reads one machine's clock.
+        clock_skew_ms_max: 500,
+        stall_ms_max: i64::try_from(faults::PAUSE_MS_MAX).unwrap_or(3_000) + 1_000,
+        provider_act_ms_max: 2_500,
+    }
+}
+
+/// How long a slow send of the provider double takes before it acts, and how long it holds a
+/// lost reply, in milliseconds: past the call timeout, within the processing bound.
+pub const PROVIDER_SLOW_MS: i64 = 1_800;
+
+/// Runs `live` for `system`, judged also by `added` (a team's own invariants), prints the summary, writes the report and returns the exit status: 0 passed, 1 failed or unsettled (with the evidence), 2 bad input or
+/// an environment that cannot run the check, 130 interrupted.
+pub fn main(system: &Arc<dyn System>, added: &[Arc<dyn Invariant>], args: &LiveArgs) -> i32 {
+    let options = match Options::check(args) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
+    match run::run(system, added, &options) {
+        Ok(outcome) => match outcome.write() {
+            Ok(report) => {
+                println!("{}", outcome.summary(&report));
+                outcome.exit_code()
+            }
+            Err(message) => {
+                println!("{}", outcome.summary(&outcome.directory.join("report.json")));
+                eprintln!("error: {message}");
+                2
+            }
+        },
+        Err(message) => {
+            eprintln!("error: {message}");
+            2
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The processes a live check runs: copies of the served program (receivers, relay workers, the
+//! purge job, the operator), each started with its own arguments and log file, and killed,
+//! paused, resumed and restarted as the faults say.
+//!
+//! No process may outlive the check. Every child asks the kernel to kill it when the thread that
+//! started it ends (`PR_SET_PDEATHSIG`), so even a check that is itself killed leaves nothing
+//! behind; a fleet that is dropped kills what is still running; [`Fleet::stop_all`] asks each to
+//! stop (SIGTERM) first, as a deployment would. Children must therefore be started from one
+//! long-lived thread (the check's main thread): the signal follows the starting thread, not the
+//! process. This module must not judge anything: it only runs processes and counts what it did.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// One process of the fleet.
+struct Member {
+    name: String,
+    arguments: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+    log: PathBuf,
+}
+
+/// The running copies of the program. See the module documentation.
+pub struct Fleet {
+    program: PathBuf,
+    /// Arguments every copy gets first (`--system NAME`).
+    leading: Vec<String>,
+    logs: PathBuf,
+    members: Vec<Member>,
+}
+
+impl Fleet {
+    /// A fleet of copies of `program`, each started with `leading` before its own arguments,
+    /// writing its standard output and error to a file in `logs`.
+    pub fn new(program: PathBuf, leading: Vec<String>, logs: &Path) -> Fleet {
+        Fleet {
+            program,
+            leading,
+            logs: logs.to_owned(),
+            members: Vec::new(),
+        }
+    }
+
+    /// Starts a process called `name` (which names its log file) with `arguments`; its index.
+    pub fn start(&mut self, name: &str, arguments: Vec<String>) -> Result<usize, String> {
+        let log = self.logs.join(format!("{name}.log"));
+        let mut member = Member {
+            name: name.to_owned(),
+            arguments,
+            child: None,
+            paused: false,
+            log,
+        };
+        member.child = Some(self.spawn(&member)?);
+        self.members.push(member);
+        Ok(self.members.len() - 1)
+    }
+
+    fn spawn(&self, member: &Member) -> Result<Child, String> {
+        let log = open_log(&member.log)?;
+        let error_log = log
+            .try_clone()
+            .map_err(|error| format!("{}: {error}", member.log.display()))?;
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.leading)
+            .args(&member.arguments)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(error_log);
+        // SAFETY: prctl is async-signal-safe and touches only the new process.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        command.spawn().map_err(|error| {
+            format!(
+                "cannot start {} ({}): {error}",
+                member.name,
+                self.program.display()
+            )
+        })
+    }
+
+    /// The name of process `index`.
+    pub fn name(&self, index: usize) -> &str {
+        &self.members[index].name
+    }
+
+    /// Whether process `index` is running (not killed, not exited).
+    pub fn is_running(&self, index: usize) -> bool {
+        self.members[index].child.is_some()
+    }
+
+    /// Whether process `index` is paused.
+    pub fn is_paused(&self, index: usize) -> bool {
+        self.members[index].paused
+    }
+
+    /// Kills process `index` with SIGKILL, as a crash or an OOM kill does, and reaps it.
+    pub fn kill(&mut self, index: usize) {
+        let member = &mut self.members[index];
+        if let Some(mut child) = member.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        member.paused = false;
+    }
+
+    /// Starts process `index` again with its arguments, after a kill or an exit.
+    pub fn restart(&mut self, index: usize) -> Result<(), String> {
+        if self.members[index].child.is_some() {
+            return Ok(());
+        }
+        let child = self.spawn(&self.members[index])?;
+        self.members[index].child = Some(child);
+        Ok(())
+    }
+
+    /// Pauses process `index` (SIGSTOP), as a stopped VM or a long GC pause does.
+    pub fn pause(&mut self, index: usize) {
+        let member = &mut self.members[index];
+        if let Some(child) = &member.child {
+            signal(child, libc::SIGSTOP);
+            member.paused = true;
+        }
+    }
+
+    /// Resumes a paused process (SIGCONT).
+    pub fn resume(&mut self, index: usize) {
+        let member = &mut self.members[index];
+        if let Some(child) = &member.child
+            && member.paused
+        {
+            signal(child, libc::SIGCONT);
+        }
+        member.paused = false;
+    }
+
+    /// Processes that ended on their own since the last look: each name with its exit status.
+    pub fn exited(&mut self) -> Vec<(usize, String, ExitStatus)> {
+        let mut ended = Vec::new();
+        for (index, member) in self.members.iter_mut().enumerate() {
+            if let Some(child) = &mut member.child
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                member.child = None;
+                ended.push((index, member.name.clone(), status));
+            }
+        }
+        ended
+    }
+
+    /// Waits up to `bound` for process `index` to end on its own; its status, or `None` if it
+    /// is still running.
+    pub fn wait_for(&mut self, index: usize, bound: Duration) -> Option<ExitStatus> {
+        let started = Instant::now();
+        loop {
+            let member = &mut self.members[index];
+            let child = member.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                member.child = None;
+                return Some(status);
+            }
+            if started.elapsed() >= bound {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last line process `index` wrote, for an error message.
+    pub fn last_line(&self, index: usize) -> String {
+        std::fs::read_to_string(&self.members[index].log)
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .rev()
+                    .find(|line| !line.trim().is_empty())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| "(it wrote nothing)".to_owned())
+    }
+
+    /// Stops every process as a deployment does: resume the paused, SIGTERM, wait up to `grace`
+    /// for each to finish what it was doing, then SIGKILL what is left. Returns the names of
+    /// those that had to be killed.
+    pub fn stop_all(&mut self, grace: Duration) -> Vec<String> {
+        for member in &mut self.members {
+            if let Some(child) = &member.child {
+                if member.paused {
+                    signal(child, libc::SIGCONT);
+                    member.paused = false;
+                }
+                signal(child, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        let mut killed = Vec::new();
+        for member in &mut self.members {
+            let Some(mut child) = member.child.take() else {
+                continue;
+            };
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    killed.push(member.name.clone());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        killed
+    }
+}
+
+impl Drop for Fleet {
+    /// Nothing outlives the fleet: whatever still runs is killed and reaped.
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn signal(child: &Child, signal: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill has no memory effects; the pid is our own unreaped child.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+fn open_log(path: &Path) -> Result<File, String> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))
+}

@@ -1,0 +1,202 @@
+//! `live` as a team runs it: real processes on localhost, faults from a seed, the simulator's
+//! invariants on the final state. A short run of the reference passes with every fault on; a
+//! planted bug whose window a duplicate reaches fails with the evidence; bad input exits 2 with
+//! one line; Ctrl-C stops the run with no process left behind. Every process a test starts is
+//! stopped by the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PROGRAM: &str = env!("CARGO_BIN_EXE_reference-serve");
+
+fn scratch(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!("commitgap-live-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn live(arguments: &[&str], out: &Path) -> Output {
+    Command::new(PROGRAM)
+        .args(arguments)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("reference-serve runs")
+}
+
+/// The one report a run wrote under `out`.
+fn report(out: &Path) -> serde_json::Value {
+    let run = std::fs::read_dir(out)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.is_dir())
+        .expect("the run wrote its directory");
+    let text = std::fs::read_to_string(run.join("report.json")).expect("the run wrote report.json");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn the_reference_passes_a_short_run_with_every_fault_on() {
+    let out = scratch("reference");
+    let output = live(&["live", "--seed", "3", "--seconds", "12"], &out);
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("verdict: pass"), "{printed}");
+    let report = report(&out);
+    assert_eq!(report["verdict"], "pass");
+    let counts = &report["counts"];
+    assert!(counts["deliveries"].as_u64().unwrap() > 10, "{counts}");
+    assert!(counts["effects"].as_u64().unwrap() > 0, "{counts}");
+    let faults_applied = ["kills", "pauses", "resets", "dropped_answers", "early_purges"]
+        .iter()
+        .map(|name| counts[name].as_u64().unwrap())
+        .sum::<u64>();
+    assert!(
+        faults_applied >= 5,
+        "twelve seconds of faults applied only {faults_applied}: {counts}"
+    );
+    let judged: Vec<&str> = report["judged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    for name in [
+        "one-effect-per-operation",
+        "outbox-drains",
+        "sender-converges",
+        "every-event-processed",
+    ] {
+        assert!(judged.contains(&name), "{name} not judged: {judged:?}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_receiver_without_a_receipt_check_fails_with_the_evidence_and_the_command() {
+    let out = scratch("planted");
+    let output = live(
+        &[
+            "--system",
+            "no-receipt-dedup",
+            "live",
+            "--seed",
+            "1",
+            "--seconds",
+            "12",
+            "--faults",
+            "duplicate-delivery,lost-answer",
+        ],
+        &out,
+    );
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    assert!(printed.contains("verdict: FAIL"), "{printed}");
+    assert!(
+        printed.contains("reproduce: ") && printed.contains("--system no-receipt-dedup live --seed 1"),
+        "{printed}"
+    );
+    let report = report(&out);
+    assert_eq!(report["verdict"], "fail");
+    assert!(!report["failures"].as_array().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let out = scratch("bad-input");
+    for (arguments, expected) in [
+        (vec!["live", "--faults", "explode"], "explode"),
+        (vec!["live", "--preset", "carrier-pigeon"], "carrier-pigeon"),
+        (vec!["live", "--receivers", "0"], "--receivers"),
+        (vec!["--system", "no-such-system", "live"], "no-such-system"),
+    ] {
+        let output = live(&arguments, &out);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{arguments:?}: {stderr}");
+        assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Kills the child if the test ends before it exits.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The processes whose command line mentions `marker`.
+fn processes_mentioning(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(command) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let command = String::from_utf8_lossy(&command).replace('\0', " ");
+        if command.contains(marker) {
+            found.push(command);
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_leaves_no_process_behind() {
+    let out = scratch("interrupted");
+    let child = Command::new(PROGRAM)
+        .args(["live", "--seed", "2", "--seconds", "60", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Stopped(child);
+    let marker = out.display().to_string();
+    let started = Instant::now();
+    while processes_mentioning(&marker).len() < 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run's processes did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill has no memory effects; the pid is this test's own child.
+    unsafe {
+        libc::kill(child.0.id() as libc::pid_t, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "live did not stop within 60 s of Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(130));
+    let left: Vec<String> = processes_mentioning(&marker)
+        .into_iter()
+        .filter(|command| !command.contains(" live "))
+        .collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert_eq!(report(&out)["verdict"], "interrupted");
+    let _ = std::fs::remove_dir_all(&out);
+}
