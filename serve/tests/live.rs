@@ -119,6 +119,8 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["live", "--faults", "explode"], "explode"),
         (vec!["live", "--preset", "carrier-pigeon"], "carrier-pigeon"),
         (vec!["live", "--receivers", "0"], "--receivers"),
+        (vec!["live", "--duplicate-percent", "101"], "--duplicate-percent"),
+        (vec!["live", "--key-lifetime-s", "3"], "--key-lifetime-s"),
         (vec!["--system", "no-such-system", "live"], "no-such-system"),
     ] {
         let output = live(&arguments, &out);

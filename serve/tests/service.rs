@@ -290,3 +290,83 @@ fn a_handler_that_panics_gets_500_and_does_not_drain_the_pool() {
     drop(std::mem::ManuallyDrop::into_inner(runtime));
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// Leaves its transaction for the framework to commit after the answer, with a row that breaks a
+/// deferred foreign key: the COMMIT the adapter runs for it fails.
+struct CommitFails;
+
+const ORPHANS_SQL: &str = "CREATE TABLE parents (id INTEGER PRIMARY KEY);
+CREATE TABLE orphans (parent_id INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED);";
+
+impl ReceiverSteps for CommitFails {
+    async fn commit_and_answer(
+        &self,
+        env: &dyn Env,
+        _incoming: &commitgap_sim::commitgap::receiver::Incoming<'_>,
+        outcome: Result<commitgap_sim::commitgap::receiver::Outcome, commitgap_sim::commitgap::env::DbError>,
+    ) -> Answer {
+        if let Err(error) = outcome {
+            return Answer::RetryLater(error.to_string());
+        }
+        if let Err(error) = env
+            .execute("INSERT INTO orphans (parent_id) VALUES (42)", &[])
+            .await
+        {
+            return Answer::RetryLater(error.to_string());
+        }
+        Answer::Success(commitgap_sim::commitgap::receiver::SuccessKind::Applied)
+    }
+}
+
+impl RelaySteps for CommitFails {}
+
+impl Variant for CommitFails {
+    fn name(&self) -> &'static str {
+        "commit-fails"
+    }
+
+    fn description(&self) -> String {
+        "the framework commits after the answer, and that commit fails".to_owned()
+    }
+
+    fn schema_sql(&self) -> String {
+        format!("{}\n{ORPHANS_SQL}", commitgap_sim::commitgap::schema::SCHEMA_SQL)
+    }
+
+    fn commits_after_answer(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_commit_after_the_answer_that_fails_is_answered_500_and_keeps_nothing() {
+    let directory = scratch("commit-fails");
+    let database = directory.join("service.db");
+    let system: Arc<dyn System> = Arc::new(ReferenceSystem::new(CommitFails));
+    create_database(&database, &*system, &fixtures()).unwrap();
+    let connections = Connections {
+        database: database.clone(),
+        busy_timeout_ms: system.busy_timeout_ms(),
+        settings: receiver_settings(["acct-a"]).into_iter().collect(),
+    };
+    let runtime = std::mem::ManuallyDrop::new(tokio::runtime::Runtime::new().unwrap());
+    let pool = Pool::open(&connections, "receiver", 1, &Stop::new()).unwrap();
+    // Foreign keys are enforced per connection; the deferred one makes the COMMIT fail.
+    let env = pool.take();
+    commitgap_sim::commitgap::realtime::block_on(env.execute("PRAGMA foreign_keys = ON", &[])).unwrap();
+    pool.give_back(env);
+    let server = Server::start(&runtime, Receiver::new(Arc::clone(&system), pool).router());
+    // The system answered success; the work was not kept, so the sender must deliver again.
+    assert_eq!(post_delivery(&server.base, payment_body(), false), 500);
+    assert_eq!(post_delivery(&server.base, payment_body(), false), 500);
+    server.stop(&runtime);
+    drop(std::mem::ManuallyDrop::into_inner(runtime));
+    let connection = Connection::open(&database).unwrap();
+    let count = |table: &str| -> i64 {
+        connection
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| row.get(0))
+            .unwrap()
+    };
+    assert_eq!((count("receipts"), count("orphans")), (0, 0), "nothing was kept");
+    let _ = std::fs::remove_dir_all(&directory);
+}

@@ -69,6 +69,17 @@ pub struct LiveArgs {
     /// Business entities per tenant
     #[arg(long, default_value_t = 12)]
     pub subjects_per_tenant: u32,
+    /// Under `duplicate-delivery`, the share of attempts (in percent) the sender also posts, at
+    /// the same moment, to the next receiver
+    #[arg(long, default_value_t = 20)]
+    pub duplicate_percent: u32,
+    /// The provider's key lifetime the relay is told, in seconds; under `key-expiry` the provider
+    /// double forgets keys at it. 30 minutes (the shortest real one, Qonto's) by default: a
+    /// lifetime shorter than a system's own retry cadence breaks a promise the system was never
+    /// given (the shop postpones a failed send by a minute), so lower it only for a system whose
+    /// relay retries within seconds, as the reference's does here
+    #[arg(long, default_value_t = 1800)]
+    pub key_lifetime_s: u64,
     /// After heal, wait at most this long for the sender, the outbox and the provider to go
     /// quiet, in seconds; past it the run is unsettled
     #[arg(long, default_value_t = 120)]
@@ -105,6 +116,15 @@ impl Options {
         if let Some((name, _)) = positive.iter().find(|(_, positive)| !positive) {
             return Err(format!("{name} must be at least 1"));
         }
+        if args.duplicate_percent > 100 {
+            return Err("--duplicate-percent is a share of attempts: at most 100".to_owned());
+        }
+        if args.key_lifetime_s < 10 {
+            return Err(
+                "--key-lifetime-s must be at least 10: the relay looks a key up about 6 s before its lifetime ends"
+                    .to_owned(),
+            );
+        }
         if args.receivers > 16 || args.relay_workers > 16 {
             return Err("--receivers and --relay-workers take at most 16 each on one machine".to_owned());
         }
@@ -120,19 +140,16 @@ impl Options {
     }
 }
 
-/// The relay's settings in a live run: real time, short, so that a minute holds many retries.
+/// The relay's settings in a live run: real time, short, so that a minute holds many retries,
+/// with the provider's key lifetime `key_lifetime_ms` (see `--key-lifetime-s`).
 /// Every bound the relay is promised holds: a pause is shorter than `stall_ms_max`, the
 /// provider double's slow acts end within `provider_act_ms_max`, and it forgets a key no sooner
 /// than `key_lifetime_ms`.
-pub fn relay_settings() -> RelaySettings {
+pub fn relay_settings(key_lifetime_ms: i64) -> RelaySettings {
     RelaySettings {
         call_timeout_ms: 1_000,
         lease_ms: 4_000,
-        // Short enough that a run of a few minutes meets forgotten keys, long enough for a relay
-        // that postpones a retry by a fixed minute (as the shop's does) to look its key up in
-        // time: a lifetime shorter than a system's own retry cadence would break a promise the
-        // system was never given, and its duplicate would be a false alarm.
-        key_lifetime_ms: 90_000,
+        key_lifetime_ms,
         backoff_base_ms: 200,
         backoff_cap_ms: 3_000,
         idle_poll_min_ms: 50,

@@ -96,7 +96,7 @@ pub fn run(
         .map(|(account, _)| account.as_str());
     write_json(&settings, &receiver_settings(accounts))?;
     let relay = directory.join("relay-settings.json");
-    write_json(&relay, &relay_settings())?;
+    write_json(&relay, &relay_settings(key_lifetime_ms(options)))?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -291,7 +291,7 @@ impl Live<'_> {
                 .collect(),
             concurrency: 8,
             duplicate: if self.options.has(LiveFault::DuplicateDelivery) {
-                Ratio::new(1, 5)
+                Ratio::new(args.duplicate_percent, 100)
             } else {
                 Ratio::new(0, 1)
             },
@@ -706,6 +706,13 @@ fn workload(system: &Arc<dyn System>, options: &Options) -> Workload {
     draw_workload(&*system.domain(), args.seed, &settings)
 }
 
+/// The key lifetime the relay is told, in milliseconds.
+fn key_lifetime_ms(options: &Options) -> i64 {
+    i64::try_from(options.args.key_lifetime_s)
+        .unwrap_or(i64::MAX / 1_000)
+        .saturating_mul(1_000)
+}
+
 /// The provider double's misbehaviour under the chosen faults.
 fn misbehaviour(options: &Options) -> Misbehaviour {
     let share = |fault, ratio| {
@@ -718,7 +725,7 @@ fn misbehaviour(options: &Options) -> Misbehaviour {
     Misbehaviour {
         // Never sooner than the lifetime the relay was told.
         key_lifetime_ms: if options.has(LiveFault::KeyExpiry) {
-            relay_settings().key_lifetime_ms
+            key_lifetime_ms(options)
         } else {
             Misbehaviour::default().key_lifetime_ms
         },
@@ -790,7 +797,7 @@ fn reproduce(system: &str, options: &Options) -> String {
         faults.join(",")
     };
     format!(
-        "{program} --system {system} live --seed {} --seconds {} --receivers {} --relay-workers {} --faults {faults} --preset {} --compression {} --tenants {} --subjects-per-tenant {}",
+        "{program} --system {system} live --seed {} --seconds {} --receivers {} --relay-workers {} --faults {faults} --preset {} --compression {} --tenants {} --subjects-per-tenant {} --duplicate-percent {} --key-lifetime-s {}",
         args.seed,
         args.seconds,
         args.receivers,
@@ -798,6 +805,8 @@ fn reproduce(system: &str, options: &Options) -> String {
         options.preset.name(),
         args.compression,
         args.tenants,
-        args.subjects_per_tenant
+        args.subjects_per_tenant,
+        args.duplicate_percent,
+        args.key_lifetime_s
     )
 }
