@@ -6,7 +6,8 @@
 //! relay's promised longest stall), connections to a receiver reset before the request arrives,
 //! answers dropped after the receiver did its work, the purge job run early with a short
 //! retention, and the provider's own misbehaviour (slow acts, lost replies, keys forgotten at
-//! their lifetime) and the sender's concurrent duplicates. The plan is drawn from the seed; when
+//! their lifetime) and the sender's concurrent duplicates, fan-out to several subscriptions and
+//! twin events. The plan is drawn from the seed; when
 //! each action lands among the processes' own work is the operating system's choice, so a run is
 //! seeded, not deterministic. This module must not touch a process: it only decides.
 
@@ -37,6 +38,11 @@ pub enum LiveFault {
     KeyExpiry,
     /// The sender posts a share of its attempts twice at once, to two receivers.
     DuplicateDelivery,
+    /// A share of the events reach two or three subscriptions, each with its own `webhook-id`
+    /// and retries.
+    FanOut,
+    /// A share of the events that owe work have a twin: the same fact under another event id.
+    TwinEvents,
     /// The provider executes a request that arrives while another with its key is in progress,
     /// instead of answering 409. No relay can keep its requests apart across a stall past its
     /// lease, so with this fault on, pauses hit receivers only, and `all` leaves it out, as the
@@ -46,7 +52,7 @@ pub enum LiveFault {
 
 impl LiveFault {
     /// Every fault, in the order `--faults all` lists them.
-    pub const ALL: [LiveFault; 11] = [
+    pub const ALL: [LiveFault; 13] = [
         LiveFault::Crash,
         LiveFault::Kill,
         LiveFault::Pause,
@@ -57,6 +63,8 @@ impl LiveFault {
         LiveFault::ProviderReplyLost,
         LiveFault::KeyExpiry,
         LiveFault::DuplicateDelivery,
+        LiveFault::FanOut,
+        LiveFault::TwinEvents,
         LiveFault::ProviderDoubleExecute,
     ];
 
@@ -73,6 +81,8 @@ impl LiveFault {
             LiveFault::ProviderReplyLost => "provider-reply-lost",
             LiveFault::KeyExpiry => "key-expiry",
             LiveFault::DuplicateDelivery => "duplicate-delivery",
+            LiveFault::FanOut => "fan-out",
+            LiveFault::TwinEvents => "twin-events",
             LiveFault::ProviderDoubleExecute => "provider-double-execute",
         }
     }

@@ -53,7 +53,8 @@ pub struct LiveArgs {
     pub relay_workers: usize,
     /// Faults to apply: `all`, `none`, or names separated by commas (crash, kill, pause,
     /// connection-reset, lost-answer, early-purge, provider-slow, provider-reply-lost,
-    /// key-expiry, duplicate-delivery; and provider-double-execute, which `all` leaves out)
+    /// key-expiry, duplicate-delivery, fan-out, twin-events; and provider-double-execute, which
+    /// `all` leaves out)
     #[arg(long, default_value = "all")]
     pub faults: String,
     /// The sender's retry contract: stripe-like, svix, shopify-like or github

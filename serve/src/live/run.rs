@@ -16,10 +16,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use commitgap_sim::domain::{WorkloadSettings, draw_workload};
 use commitgap_sim::invariants::{Invariant, InvariantKind, registry};
-use commitgap_sim::rng::Ratio;
+use commitgap_sim::rng::{Ratio, SimRng};
 use commitgap_sim::signing::receiver_settings;
 use commitgap_sim::system::System;
-use commitgap_sim::workload::Workload;
+use commitgap_sim::workload::{EventSpec, Workload};
 
 use super::faults::{Action, LiveFault, Plan};
 use super::judge::{Evidence, Snapshot, judge, snapshot};
@@ -688,7 +688,8 @@ impl Live<'_> {
 }
 
 /// The workload of the run's seed: the domain's own draw, its events spread over the first
-/// two thirds of the fault phase in the sender's virtual time.
+/// two thirds of the fault phase in the sender's virtual time, with twins and fan-out when
+/// those faults are on.
 fn workload(system: &Arc<dyn System>, options: &Options) -> Workload {
     let args = &options.args;
     let fault_phase_ms = i64::try_from(args.seconds)
@@ -703,7 +704,48 @@ fn workload(system: &Arc<dyn System>, options: &Options) -> Workload {
         racing_subjects: Ratio::new(1, 4),
         edge_values: false,
     };
-    draw_workload(&*system.domain(), args.seed, &settings)
+    let domain = system.domain();
+    let drawn = draw_workload(&*domain, args.seed, &settings);
+    if !options.has(LiveFault::FanOut) && !options.has(LiveFault::TwinEvents) {
+        return drawn;
+    }
+    // As the simulator's fan-out and twin-events models reshape a workload, from streams of
+    // their own.
+    let model = domain.model(&drawn);
+    let owes_work = |event: &EventSpec| {
+        let key = (event.account.clone(), event.event_id.clone());
+        model.owed.values().any(|owed| owed.events.contains(&key))
+    };
+    let Workload {
+        fixtures, mut events, ..
+    } = drawn;
+    let share = Ratio::new(1, 5);
+    if options.has(LiveFault::TwinEvents) {
+        let mut rng = SimRng::stream(args.seed, "live/twin-events");
+        let owing: Vec<usize> = (0..events.len())
+            .filter(|&index| owes_work(&events[index]))
+            .collect();
+        for index in owing {
+            if rng.chance(share) {
+                let mut twin = events[index].clone();
+                twin.event_id = Workload::next_event_id(&events, &twin.account);
+                let delay_ms = rng.between(0, 1_000) * i64::from(args.compression);
+                twin.created_ms += delay_ms;
+                twin.deliver_at_ms += delay_ms;
+                twin.extra_deliveries.clear();
+                events.push(twin);
+            }
+        }
+    }
+    if options.has(LiveFault::FanOut) {
+        let mut rng = SimRng::stream(args.seed, "live/fan-out");
+        for event in &mut events {
+            if rng.chance(share) {
+                event.subscriptions = u32::try_from(rng.between(2, 3)).unwrap_or(2);
+            }
+        }
+    }
+    Workload::new(fixtures, events)
 }
 
 /// The key lifetime the relay is told, in milliseconds.
