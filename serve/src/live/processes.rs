@@ -22,6 +22,8 @@ struct Member {
     child: Option<Child>,
     paused: bool,
     log: PathBuf,
+    /// A job that runs once and ends (the purge job, the operator), not a service to restart.
+    job: bool,
 }
 
 /// The running copies of the program. See the module documentation.
@@ -45,8 +47,18 @@ impl Fleet {
         }
     }
 
-    /// Starts a process called `name` (which names its log file) with `arguments`; its index.
+    /// Starts a service called `name` (which names its log file) with `arguments`; its index.
     pub fn start(&mut self, name: &str, arguments: Vec<String>) -> Result<usize, String> {
+        self.start_member(name, arguments, false)
+    }
+
+    /// Starts a job that runs once and ends: [`Fleet::exited`] does not report it, and
+    /// [`Fleet::wait_for`] collects it.
+    pub fn start_job(&mut self, name: &str, arguments: Vec<String>) -> Result<usize, String> {
+        self.start_member(name, arguments, true)
+    }
+
+    fn start_member(&mut self, name: &str, arguments: Vec<String>, job: bool) -> Result<usize, String> {
         let log = self.logs.join(format!("{name}.log"));
         let mut member = Member {
             name: name.to_owned(),
@@ -54,6 +66,7 @@ impl Fleet {
             child: None,
             paused: false,
             log,
+            job,
         };
         member.child = Some(self.spawn(&member)?);
         self.members.push(member);
@@ -145,10 +158,13 @@ impl Fleet {
         member.paused = false;
     }
 
-    /// Processes that ended on their own since the last look: each name with its exit status.
+    /// Services that ended on their own since the last look: each name with its exit status.
     pub fn exited(&mut self) -> Vec<(usize, String, ExitStatus)> {
         let mut ended = Vec::new();
         for (index, member) in self.members.iter_mut().enumerate() {
+            if member.job {
+                continue;
+            }
             if let Some(child) = &mut member.child
                 && let Ok(Some(status)) = child.try_wait()
             {

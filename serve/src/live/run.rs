@@ -41,6 +41,8 @@ const PURGE_EVERY: Duration = Duration::from_secs(5);
 /// Under the crash fault, a receiver or relay worker kills itself at one statement that writes
 /// or ends a transaction in this many.
 const CRASH_ONE_IN: u32 = 40;
+/// How long a purge or the operator's pass may run before it is killed.
+const JOB_BOUND: Duration = Duration::from_secs(30);
 
 /// Something to do later: start a killed process again, or resume a paused one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -71,6 +73,8 @@ struct Live<'a> {
     purge_due: Instant,
     /// The wall clock at the start, in milliseconds: effects are timed from it in the evidence.
     started_ms: i64,
+    /// Purge runs still going, each with the moment it is killed.
+    jobs: Vec<(usize, Instant)>,
 }
 
 /// Runs one live check of `system` with `options`. `Err` is an environment that cannot run it
@@ -139,6 +143,7 @@ pub fn run(
         last_look: None,
         purge_due: Instant::now() + PURGE_EVERY,
         started_ms: now_ms(),
+        jobs: Vec::new(),
     };
     live.start_processes(&runtime, &settings, &relay, &provider_url)?;
     let outcome = live.go(&workload);
@@ -363,6 +368,7 @@ impl Live<'_> {
                 self.options.preset.horizon_ms() / i64::from(self.options.args.compression.max(1));
             self.purge(horizon_ms + 30_000, false)?;
         }
+        self.collect_jobs();
         for (index, name, status) in self.fleet.exited() {
             let line = self.fleet.last_line(index);
             if line.contains("crash point") {
@@ -433,11 +439,13 @@ impl Live<'_> {
         Ok(())
     }
 
-    /// Runs the purge job once as its own process and waits for it, within a bound.
+    /// Starts one run of the purge job as its own process. The loop does not wait for it: a purge
+    /// that meets a paused process's write lock must not hold back the resumes and restarts that
+    /// keep every pause within its promised length.
     fn purge(&mut self, retention_ms: i64, early: bool) -> Result<(), String> {
         let name = if early { "early-purge" } else { "purge" };
         let database = self.database.display().to_string();
-        let index = self.fleet.start(
+        let index = self.fleet.start_job(
             name,
             strings(&[
                 "purge",
@@ -447,26 +455,37 @@ impl Live<'_> {
                 &retention_ms.to_string(),
             ]),
         )?;
-        match self.fleet.wait_for(index, Duration::from_secs(30)) {
-            Some(status) if !status.success() => {
-                self.note(format!(
-                    "{name} failed ({status}): {}",
-                    self.fleet.last_line(index)
-                ));
-            }
-            Some(_) => {}
-            None => {
-                self.fleet.kill(index);
-                self.note(format!("{name} did not end within 30 s and was killed"));
-            }
-        }
+        self.jobs.push((index, Instant::now() + JOB_BOUND));
         if early {
             self.counts.early_purges += 1;
-            self.note(format!("purged receipts older than {retention_ms} ms"));
+            self.note(format!("purging receipts older than {retention_ms} ms"));
         } else {
             self.counts.purges += 1;
         }
         Ok(())
+    }
+
+    /// Collects the jobs that ended, noting a failure; kills one that outlived its bound.
+    fn collect_jobs(&mut self) {
+        let jobs = std::mem::take(&mut self.jobs);
+        for (index, deadline) in jobs {
+            match self.fleet.wait_for(index, Duration::ZERO) {
+                Some(status) if !status.success() => {
+                    let line = self.fleet.last_line(index);
+                    self.note(format!("{} failed ({status}): {line}", self.fleet.name(index)));
+                }
+                Some(_) => {}
+                None if Instant::now() >= deadline => {
+                    self.fleet.kill(index);
+                    let name = self.fleet.name(index).to_owned();
+                    self.note(format!(
+                        "{name} did not end within {} s and was killed",
+                        JOB_BOUND.as_secs()
+                    ));
+                }
+                None => self.jobs.push((index, deadline)),
+            }
+        }
     }
 
     /// Ends every fault: the provider behaves, the proxies pass everything, paused processes
@@ -548,8 +567,8 @@ impl Live<'_> {
         let database = self.database.display().to_string();
         let index = self
             .fleet
-            .start("operator", strings(&["requeue", "--database", &database]))?;
-        match self.fleet.wait_for(index, Duration::from_secs(30)) {
+            .start_job("operator", strings(&["requeue", "--database", &database]))?;
+        match self.fleet.wait_for(index, JOB_BOUND) {
             Some(status) if status.success() => {}
             Some(status) => self.note(format!(
                 "the operator's requeue failed ({status}): {}",
