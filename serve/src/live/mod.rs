@@ -4,7 +4,7 @@
 //! crate's adapter: receivers on their own ports (each behind a small proxy), relay workers, the
 //! purge job and, after heal, the operator. A real sender signs every delivery with Standard
 //! Webhooks and follows a preset's retry schedule in compressed time; a provider double speaks
-//! the provider's wire contract. Faults come from a seed ([`faults`]). When the fault phase ends
+//! the provider's wire contract. Faults come from a seed (`faults`). When the fault phase ends
 //! it heals, waits for quiet within a bound, runs the operator's requeue, stops every process,
 //! and judges the final database, the provider's ledger and the sender's books with the
 //! simulator's own invariants ([`commitgap_sim::final_state`]).
