@@ -4,10 +4,12 @@
 //! simulated one.
 //!
 //! It also reads the database while the run goes on, through a read-only connection (WAL lets a
-//! reader in beside the writers): which receipts exist (a purge may delete them later, and
-//! `every-event-processed` asks whether one ever existed), which obligations are owed (the wait
-//! for quiet) and which are dead (what the operator's requeue is about to move). This module
-//! must not write to the database.
+//! reader in beside the writers): which receipts exist, which obligations are owed (the wait for
+//! quiet) and which are dead (what the operator's requeue is about to move). A purge may delete a
+//! receipt between two looks, and `every-event-processed` asks whether one ever existed, so the
+//! database keeps a copy of every deleted row ([`keep_deleted_rows`]): the one thing this module
+//! adds to the database, in tables and triggers of its own, before any process starts. It must
+//! not otherwise write to the database.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -67,6 +69,58 @@ pub fn snapshot(path: &Path, system: &dyn System) -> Result<Snapshot, String> {
     }
     snapshot.rows = rows;
     Ok(snapshot)
+}
+
+/// The prefix of the tables that keep what was deleted from each observed table.
+const DELETED_PREFIX: &str = "live_deleted_";
+
+/// Makes the database at `path` keep a copy of every row deleted from the system's observed
+/// tables, in a table of the same columns (`live_deleted_<table>`) filled by a trigger in the
+/// deleting transaction: a receipt the purge deletes was still received, and
+/// `every-event-processed` must know it even when it lived shorter than the loop's look. Only
+/// committed deletes leave a copy, as only committed receipts count. Nothing of the system's
+/// reads these tables.
+pub fn keep_deleted_rows(path: &Path, system: &dyn System) -> Result<(), String> {
+    let connection =
+        Connection::open(path).map_err(|error| format!("cannot open {}: {error}", path.display()))?;
+    for table in system.observed_tables() {
+        let columns: Vec<String> = {
+            let mut statement = connection
+                .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+                .map_err(|error| format!("{table}: {error}"))?;
+            statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .and_then(Iterator::collect)
+                .map_err(|error| format!("{table}: {error}"))?
+        };
+        let old: Vec<String> = columns.iter().map(|column| format!("OLD.\"{column}\"")).collect();
+        let sql = format!(
+            "CREATE TABLE \"{DELETED_PREFIX}{table}\" AS SELECT * FROM \"{table}\" WHERE 0;
+             CREATE TRIGGER \"{DELETED_PREFIX}{table}_keep\" AFTER DELETE ON \"{table}\"
+             BEGIN INSERT INTO \"{DELETED_PREFIX}{table}\" VALUES ({}); END;",
+            old.join(", ")
+        );
+        connection
+            .execute_batch(&sql)
+            .map_err(|error| format!("cannot keep the rows deleted from {table}: {error}"))?;
+    }
+    Ok(())
+}
+
+/// `(account, event id)` of every receipt deleted so far (see [`keep_deleted_rows`]).
+pub fn deleted_receipts(path: &Path, system: &dyn System) -> Result<BTreeSet<(String, String)>, String> {
+    let connection = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let mut receipts = BTreeSet::new();
+    for table in system.observed_tables() {
+        let copies = format!("{DELETED_PREFIX}{table}");
+        for row in read_final_rows(&connection, &[copies.as_str()])? {
+            if let ObservedRow::Receipt(receipt) = system.decode_row(table, &row.values)? {
+                receipts.insert((receipt.account, receipt.event_id));
+            }
+        }
+    }
+    Ok(receipts)
 }
 
 /// What the judging reads besides the final rows.

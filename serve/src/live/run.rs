@@ -22,7 +22,7 @@ use commitgap_sim::system::System;
 use commitgap_sim::workload::{EventSpec, Workload};
 
 use super::faults::{Action, LiveFault, Plan};
-use super::judge::{Evidence, Snapshot, judge, snapshot};
+use super::judge::{Evidence, Snapshot, deleted_receipts, judge, keep_deleted_rows, snapshot};
 use super::processes::Fleet;
 use super::proxy::{Proxy, Window};
 use super::report::{Counts, Failure, Outcome, Verdict, file_error, write_file};
@@ -92,6 +92,7 @@ pub fn run(
     let workload = workload(system, options);
     let database = directory.join("live.sqlite");
     create_database(&database, &**system, &workload.fixtures)?;
+    keep_deleted_rows(&database, &**system)?;
     let settings = directory.join("settings.json");
     let accounts = workload
         .fixtures
@@ -281,6 +282,8 @@ impl Live<'_> {
             ));
         }
         let last = snapshot(&self.database, &**self.system)?;
+        let deleted = deleted_receipts(&self.database, &**self.system)?;
+        self.ever_received.extend(deleted);
         self.finish(workload, run, last, dead_at_requeue, unsettled)
     }
 
