@@ -177,6 +177,10 @@ struct CrashPoints {
 
 static CRASH_POINTS: Mutex<Option<CrashPoints>> = Mutex::new(None);
 
+/// Whether crash points are armed: a served process that no live check started pays one atomic
+/// load per statement, not a lock and an allocation.
+static CRASH_POINTS_ARMED: AtomicBool = AtomicBool::new(false);
+
 /// Makes this process kill itself with SIGKILL just before or just after a statement that
 /// writes or ends a transaction, each with probability `chance`, drawn from `seed`: the crash at
 /// any statement that the simulator models, in a real process. A kill from outside lands
@@ -193,9 +197,13 @@ pub fn arm_crash_points(seed: u64, process: &str, chance: commitgap_sim::rng::Ra
         rng: commitgap_sim::rng::SimRng::stream(seed, &label),
         chance,
     });
+    CRASH_POINTS_ARMED.store(true, Ordering::Relaxed);
 }
 
 fn crash_point(process_id: &str, when: &str, sql: &str) {
+    if !CRASH_POINTS_ARMED.load(Ordering::Relaxed) {
+        return;
+    }
     let verb = sql
         .split_whitespace()
         .next()
