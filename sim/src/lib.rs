@@ -65,6 +65,8 @@
 //! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
 //! - [`final_state`]: a final state the simulator did not produce (a real database's rows, a real
 //!   provider's ledger, a real sender's books) judged with the invariants that can judge one.
+//! - [`commit_journal`]: every commit of a run over real processes, replayed and judged one
+//!   commit at a time with the invariants that can judge a commit alone.
 //! - [`faults`]: the fault models, one file each, and the built-in list of them.
 //! - [`registry`]: what a run reads besides its seed: fault models, added invariants and the
 //!   replay command, as a value.
@@ -109,6 +111,7 @@ pub mod app;
 pub mod backend;
 mod bench;
 mod cli;
+pub mod commit_journal;
 pub mod config;
 pub mod coverage;
 mod db;

@@ -23,6 +23,11 @@ impl Invariant for CompletionByLeaseHolder {
         InvariantKind::Safety
     }
 
+    // It reads the commit and who took each lease, which the journal's earlier commits show.
+    fn judges_commits(&self) -> bool {
+        true
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for commit in &observation.step.commits {
             for diff in &commit.diffs {

@@ -174,6 +174,15 @@ pub trait Invariant: Send + Sync {
     fn judges_final_state(&self) -> bool {
         self.kind() == InvariantKind::Liveness
     }
+    /// Whether the invariant can judge each commit of a journal of real commits, as a check over
+    /// real processes records them ([`crate::commit_journal`]): an observation whose step holds
+    /// that one commit, with the rows as it left them and the history of leases, receipts and
+    /// moves the journal itself shows, but no provider ledger, answers, requests, replies, purge
+    /// verdicts or clock. It may say so only when it reads nothing else, so that judging a
+    /// journal raises no false alarm. False by default.
+    fn judges_commits(&self) -> bool {
+        false
+    }
     /// `Err` carries the evidence, in one line a person can act on.
     fn check(&self, observation: &Observation<'_>) -> Result<(), String>;
 }
@@ -212,6 +221,9 @@ impl Invariant for Added {
     }
     fn judges_final_state(&self) -> bool {
         self.0.judges_final_state()
+    }
+    fn judges_commits(&self) -> bool {
+        self.0.judges_commits()
     }
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         self.0.check(observation)

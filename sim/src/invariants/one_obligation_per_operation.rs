@@ -31,6 +31,11 @@ impl Invariant for OneObligationPerOperation {
         true
     }
 
+    // It reads the commit and the rows it left.
+    fn judges_commits(&self) -> bool {
+        true
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         let mut touched = BTreeSet::new();
         for commit in &observation.step.commits {

@@ -36,6 +36,11 @@ impl Invariant for ReceiptCommitsWithItsWork {
         Layer::Pattern
     }
 
+    // It reads the commit, the rows it left, and the workload and model: all a journal shows.
+    fn judges_commits(&self) -> bool {
+        true
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for commit in &observation.step.commits {
             observation

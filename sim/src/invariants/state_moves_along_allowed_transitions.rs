@@ -27,6 +27,11 @@ impl Invariant for StateMovesAlongAllowedTransitions {
         Layer::Domain
     }
 
+    // It reads only the commit's own changes.
+    fn judges_commits(&self) -> bool {
+        true
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         for commit in &observation.step.commits {
             for diff in &commit.diffs {

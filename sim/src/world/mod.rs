@@ -347,6 +347,9 @@ pub struct World {
     history: History,
     /// Raw commits of the current step.
     step_commits: Vec<StepCommit>,
+    /// Every commit of the run as a journal of real commits would hold it, kept only when asked
+    /// for (see [`World::keep_commit_journal`]).
+    commit_journal: Option<Vec<crate::commit_journal::JournalCommit>>,
     step_record: StepRecord,
     /// What happened in each step, and the run's digest.
     trace: Trace,
@@ -679,6 +682,20 @@ impl World {
         }
         for commit in std::mem::take(&mut self.step_commits) {
             let rows = commit.changes.len();
+            if let Some(journal) = &mut self.commit_journal {
+                journal.push(crate::commit_journal::JournalCommit {
+                    process_id: commit.process_id.clone(),
+                    changes: commit
+                        .changes
+                        .iter()
+                        .map(|change| crate::commit_journal::JournalChange {
+                            table: self.observed_tables[change.table].to_owned(),
+                            rowid: change.rowid,
+                            values: change.values.clone(),
+                        })
+                        .collect(),
+                });
+            }
             let diffs = self.view.apply(
                 &|table, values| system.decode_row(table, values),
                 &self.observed_tables,
@@ -738,7 +755,7 @@ impl World {
 
 /// Remembers who took each lease, which events were ever received, and which moves entities
 /// made.
-fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDiff]) {
+pub(crate) fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDiff]) {
     use crate::system::ObservedRow;
     for diff in diffs {
         match (&diff.before, &diff.after) {
@@ -842,6 +859,7 @@ impl World {
             view,
             history: History::default(),
             step_commits: Vec::new(),
+            commit_journal: None,
             step_record: StepRecord::default(),
             trace: Trace::new(keep_trace),
             work_in_flight: 0,
@@ -854,6 +872,17 @@ impl World {
             framework_commits_handlers: false,
             lock_waits: locks::LockWaits::new(true, crate::system::DEFAULT_BUSY_TIMEOUT_MS),
         }
+    }
+
+    /// Keeps every commit from now on as a journal of real commits would hold it, so that a
+    /// test can judge a simulated run's journal as a check over real processes judges its own.
+    pub fn keep_commit_journal(&mut self) {
+        self.commit_journal.get_or_insert_with(Vec::new);
+    }
+
+    /// The commits kept since [`World::keep_commit_journal`], oldest first.
+    pub fn commit_journal(&self) -> &[crate::commit_journal::JournalCommit] {
+        self.commit_journal.as_deref().unwrap_or_default()
     }
 
     /// Notes which obligations are dead as the operator sets out to requeue them.
