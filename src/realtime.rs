@@ -62,6 +62,13 @@ impl RealEnv {
         self
     }
 
+    /// The connection itself, for what a service adds to every connection before its first
+    /// statement (SQL functions a check's triggers call) and for what it asks between statements
+    /// (whether a transaction is open). Statements meant as the system's go through [`Env`].
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
     /// The lines this process logged, oldest first.
     pub fn log_lines(&self) -> Vec<String> {
         self.log.borrow().clone()

@@ -75,9 +75,12 @@ fn open_env(
     let busy_timeout = Duration::from_millis(u64::try_from(connections.busy_timeout_ms).unwrap_or(0));
     let inner = RealEnv::open(path, process_id, busy_timeout, provider)?
         .with_settings(connections.settings.iter().cloned());
+    let transaction =
+        crate::live::journal::label_connection(inner.connection(), process_id).map_err(DbError::Other)?;
     Ok(ServiceEnv {
         inner,
         stop: stop.clone(),
+        transaction,
     })
 }
 
@@ -98,6 +101,8 @@ impl ProviderClient for NoProvider {
 pub struct ServiceEnv {
     inner: RealEnv,
     stop: Stop,
+    /// The number of the connection's transaction, for a live check's commit journal.
+    transaction: crate::live::journal::TransactionNumber,
 }
 
 /// The longest one sleep blocks before it looks at the stop flag again, in milliseconds.
@@ -119,6 +124,7 @@ impl Env for ServiceEnv {
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
         crash_point(self.process_id(), "before", sql);
         let result = self.inner.execute(sql, params);
+        self.transaction.after_statement(self.inner.connection());
         crash_point(self.process_id(), "after", sql);
         result
     }
@@ -130,6 +136,7 @@ impl Env for ServiceEnv {
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
         crash_point(self.process_id(), "before", sql);
         let result = self.inner.query(sql, params);
+        self.transaction.after_statement(self.inner.connection());
         crash_point(self.process_id(), "after", sql);
         result
     }

@@ -1,6 +1,7 @@
 //! `live` as a team runs it: real processes on localhost, faults from a seed, the simulator's
-//! invariants on the final state. A short run of the reference passes with every fault on; a
-//! planted bug whose window a duplicate reaches fails with the evidence; bad input exits 2 with
+//! invariants on the final state and on every commit. A short run of the reference passes with
+//! every fault on; a planted bug whose window a duplicate reaches fails with the evidence, and one
+//! that breaks a rule between two commits fails at the commit; bad input exits 2 with
 //! one line; Ctrl-C stops the run with no process left behind. Every process a test starts is
 //! stopped by the test.
 
@@ -71,14 +72,54 @@ fn the_reference_passes_a_short_run_with_every_fault_on() {
         .iter()
         .map(|name| name.as_str().unwrap())
         .collect();
+    assert!(counts["commits"].as_u64().unwrap() > 10, "{counts}");
     for name in [
         "one-effect-per-operation",
+        "receipt-commits-with-its-work",
+        "completion-by-lease-holder",
         "outbox-drains",
         "sender-converges",
         "every-event-processed",
     ] {
         assert!(judged.contains(&name), "{name} not judged: {judged:?}");
     }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_receipt_committed_apart_from_its_work_fails_at_that_commit() {
+    // The final state of receipt-after is as consistent as the reference's; only the journal of
+    // commits shows the work committed in one transaction and its receipt in the next.
+    let out = scratch("journal");
+    let output = live(
+        &[
+            "--system",
+            "receipt-after",
+            "live",
+            "--seed",
+            "2",
+            "--seconds",
+            "4",
+            "--faults",
+            "none",
+        ],
+        &out,
+    );
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    assert!(
+        printed.contains("receipt-commits-with-its-work: at commit ")
+            && printed.contains("without a receipt in the same transaction"),
+        "{printed}"
+    );
+    let report = report(&out);
+    let failed: Vec<&str> = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|failure| failure["invariant"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["receipt-commits-with-its-work"], "{report}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -101,34 +101,35 @@ impl LiveFault {
     }
 }
 
-/// The faults `list` names: `all` (every one but `provider-double-execute`), `none`, or names
-/// separated by commas.
+/// The faults `list` names: `none`, or names separated by commas, where `all` stands for every
+/// one but `provider-double-execute` (so `all,provider-double-execute` is every one).
 pub fn parse(list: &str) -> Result<BTreeSet<LiveFault>, String> {
-    match list.trim() {
-        "all" => {
-            return Ok(LiveFault::ALL
-                .into_iter()
-                .filter(|fault| *fault != LiveFault::ProviderDoubleExecute)
-                .collect());
-        }
-        "none" | "" => return Ok(BTreeSet::new()),
-        _ => {}
+    if matches!(list.trim(), "none" | "") {
+        return Ok(BTreeSet::new());
     }
-    list.split(',')
-        .map(str::trim)
-        .map(|name| {
-            LiveFault::ALL
-                .into_iter()
-                .find(|fault| fault.name() == name)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = LiveFault::ALL.iter().map(|fault| fault.name()).collect();
-                    format!(
-                        "--faults: no fault called {name:?}; the faults are all, none or any of {}",
-                        names.join(", ")
-                    )
-                })
-        })
-        .collect()
+    let mut faults = BTreeSet::new();
+    for name in list.split(',').map(str::trim) {
+        if name == "all" {
+            faults.extend(
+                LiveFault::ALL
+                    .into_iter()
+                    .filter(|fault| *fault != LiveFault::ProviderDoubleExecute),
+            );
+            continue;
+        }
+        let fault = LiveFault::ALL
+            .into_iter()
+            .find(|fault| fault.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = LiveFault::ALL.iter().map(|fault| fault.name()).collect();
+                format!(
+                    "--faults: no fault called {name:?}; give all, none, or a comma-separated list of all and any of {}",
+                    names.join(", ")
+                )
+            })?;
+        faults.insert(fault);
+    }
+    Ok(faults)
 }
 
 /// What the plan does next.
@@ -238,6 +239,8 @@ mod tests {
             some.into_iter().collect::<Vec<_>>(),
             [LiveFault::Kill, LiveFault::LostAnswer]
         );
+        let every = parse("all,provider-double-execute").unwrap();
+        assert_eq!(every.len(), LiveFault::ALL.len());
         let error = parse("kill,explode").unwrap_err();
         assert!(
             error.contains("\"explode\"") && error.contains("early-purge"),

@@ -7,7 +7,9 @@
 //! the provider's wire contract. Faults come from a seed (`faults`). When the fault phase ends
 //! it heals, waits for quiet within a bound, runs the operator's requeue, stops every process,
 //! and judges the final database, the provider's ledger and the sender's books with the
-//! simulator's own invariants ([`commitgap_sim::final_state`]).
+//! simulator's own invariants ([`commitgap_sim::final_state`]), and every commit of the run, which
+//! triggers journal in the database as the processes write (`journal`,
+//! [`commitgap_sim::commit_journal`]), with those that judge one commit at a time.
 //!
 //! The seed decides the workload and the plan of faults; where each fault lands among the
 //! processes' work is the operating system's choice. A run is therefore seeded, not
@@ -19,6 +21,7 @@
 //! that was hit (no quiet in time) is reported as unsettled, never as an invariant's failure.
 
 mod faults;
+pub(crate) mod journal;
 mod judge;
 mod processes;
 mod proxy;

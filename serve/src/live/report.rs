@@ -57,6 +57,8 @@ pub struct Counts {
     pub requeued: usize,
     /// Effects the provider double performed.
     pub effects: usize,
+    /// Committed transactions the commit journal held, each judged.
+    pub commits: usize,
 }
 
 /// One invariant's failure.
@@ -152,8 +154,8 @@ impl Outcome {
                 counts.unplanned_exits
             ),
             format!(
-                "  effects {} at the provider; {} obligations requeued by the operator; {:.1} s in all",
-                counts.effects, counts.requeued, self.elapsed_s
+                "  effects {} at the provider; {} commits judged one by one; {} obligations requeued by the operator; {:.1} s in all",
+                counts.effects, counts.commits, counts.requeued, self.elapsed_s
             ),
         ];
         let verdict = match self.verdict {

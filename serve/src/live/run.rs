@@ -14,14 +14,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use commitgap_sim::commit_journal::{JournalJudgement, judge_commit_journal};
 use commitgap_sim::domain::{WorkloadSettings, draw_workload};
-use commitgap_sim::invariants::{Invariant, InvariantKind, registry};
+use commitgap_sim::final_state::{FinalJudgement, FinalRow};
+use commitgap_sim::invariants::{Invariant, InvariantChoice, InvariantKind, registry};
 use commitgap_sim::rng::{Ratio, SimRng};
+use commitgap_sim::sender::Sender;
 use commitgap_sim::signing::receiver_settings;
 use commitgap_sim::system::System;
 use commitgap_sim::workload::{EventSpec, Workload};
 
 use super::faults::{Action, LiveFault, Plan};
+use super::journal::{read_journal, start_journal};
 use super::judge::{Evidence, Snapshot, deleted_receipts, judge, keep_deleted_rows, snapshot};
 use super::processes::Fleet;
 use super::proxy::{Proxy, Window};
@@ -75,6 +79,8 @@ struct Live<'a> {
     started_ms: i64,
     /// Purge runs still going, each with the moment it is killed.
     jobs: Vec<(usize, Instant)>,
+    /// The observed rows where the commit journal starts.
+    journal_start: Vec<FinalRow>,
 }
 
 /// Runs one live check of `system` with `options`. `Err` is an environment that cannot run it
@@ -93,6 +99,7 @@ pub fn run(
     let database = directory.join("live.sqlite");
     create_database(&database, &**system, &workload.fixtures)?;
     keep_deleted_rows(&database, &**system)?;
+    let journal_start = start_journal(&database, &**system)?;
     let settings = directory.join("settings.json");
     let accounts = workload
         .fixtures
@@ -145,6 +152,7 @@ pub fn run(
         purge_due: Instant::now() + PURGE_EVERY,
         started_ms: now_ms(),
         jobs: Vec::new(),
+        journal_start,
     };
     live.start_processes(&runtime, &settings, &relay, &provider_url)?;
     let outcome = live.go(&workload);
@@ -606,7 +614,9 @@ impl Live<'_> {
             })
             .collect();
         self.count(&run, effects.len());
-        let evidence = Evidence {
+        // The journal first: the receipts its commits wrote are receipts the run saw.
+        let commits = self.judge_commits(workload, &run.sender, last.rows.clone());
+        let mut evidence = Evidence {
             workload,
             sender: &run.sender,
             effects,
@@ -615,7 +625,15 @@ impl Live<'_> {
             dead_at_requeue,
             now_ms: now_ms() - self.started_ms,
         };
-        let judgement = judge(&**self.system, self.added, last, evidence)?;
+        if let Some(commits) = &commits {
+            evidence
+                .ever_received
+                .extend(commits.ever_received.iter().cloned());
+        }
+        let mut judgement = judge(&**self.system, self.added, last, evidence)?;
+        if let Some(commits) = commits {
+            merge(&mut judgement, commits);
+        }
         let kinds: BTreeMap<&str, InvariantKind> = registry(&*self.system.domain(), self.added)
             .iter()
             .map(|invariant| (invariant.name(), invariant.kind()))
@@ -642,6 +660,38 @@ impl Live<'_> {
             Verdict::Pass
         };
         Ok(self.outcome(verdict, failures, unsettled, judgement.judged, judgement.left_out))
+    }
+
+    /// Judges the run's commit journal, from where it started to `end`, the final rows. A journal
+    /// that cannot be read or judged is noted and left out, never failed: it says nothing of the
+    /// system.
+    fn judge_commits(
+        &mut self,
+        workload: &Workload,
+        sender: &Sender,
+        end: Vec<FinalRow>,
+    ) -> Option<JournalJudgement> {
+        let start = std::mem::take(&mut self.journal_start);
+        let judged = read_journal(&self.database, &**self.system, start, end).and_then(|journal| {
+            judge_commit_journal(
+                &**self.system,
+                workload,
+                sender,
+                journal,
+                self.added,
+                &InvariantChoice::default(),
+            )
+        });
+        match judged {
+            Ok(judgement) => {
+                self.counts.commits = judgement.commits;
+                Some(judgement)
+            }
+            Err(error) => {
+                self.note(format!("the commit journal was not judged: {error}"));
+                None
+            }
+        }
     }
 
     fn count(&mut self, run: &SenderRun, effects: usize) {
@@ -706,6 +756,22 @@ impl Live<'_> {
 
     fn interrupted(&self) -> bool {
         self.interrupted.load(Ordering::SeqCst)
+    }
+}
+
+/// Adds the journal's verdicts to the final state's: each invariant it judged is judged, no
+/// longer left out, and its failure is added unless the final state failed it already.
+fn merge(judgement: &mut FinalJudgement, commits: JournalJudgement) {
+    for name in commits.judged {
+        judgement.left_out.retain(|(left_out, _)| *left_out != name);
+        if !judgement.judged.contains(&name) {
+            judgement.judged.push(name);
+        }
+    }
+    for (name, evidence) in commits.failures {
+        if !judgement.failures.iter().any(|(failed, _)| *failed == name) {
+            judgement.failures.push((name, evidence));
+        }
     }
 }
 
