@@ -6,8 +6,9 @@
 //! the work it stands for, or an outcome recorded by a process whose lease had passed, leaves a
 //! final state as consistent as a correct run's. A journal shows every commit, so the invariants
 //! that judge one commit at a time ([`Invariant::judges_commits`]) see what they see in the
-//! simulator: the commit's changes, the rows as it left them, and the history of leases, receipts
-//! and moves the earlier commits made.
+//! simulator: the commit's changes, the rows as it left them, the history of leases, receipts
+//! and moves the earlier commits made, and the commit's time, for the rules judged by true time
+//! (a lease taken while another was live, a claim before its retry time).
 //!
 //! Judging must raise no false alarm, since a run over real processes cannot be replayed. This
 //! module therefore judges only the invariants that read nothing a journal lacks, replays the
@@ -50,6 +51,10 @@ pub struct JournalCommit {
     /// The process whose connection committed, named as the simulator names its processes
     /// (`receiver-…`, `relay-…`), so that the rules about who may commit what apply alike.
     pub process_id: String,
+    /// True time when the commit's last change was made, in the clock the processes' own
+    /// clocks read (on a real machine, the wall clock in ms since the epoch): no later than the
+    /// commit, and no earlier than anything its process decided before writing.
+    pub at_ms: i64,
     /// The rows it changed, in the order it changed them.
     pub changes: Vec<JournalChange>,
 }
@@ -63,6 +68,9 @@ pub struct CommitJournal {
     pub commits: Vec<JournalCommit>,
     /// The observed rows read at the end, apart from the journal: the replay must end in them.
     pub end: Vec<FinalRow>,
+    /// How far a commit's time may be from what a process's clock read at the same moment, in
+    /// ms: the invariants judged by true time allow for it as they allow for clock skew.
+    pub clock_uncertainty_ms: i64,
 }
 
 /// What the invariants made of a journal.
@@ -113,7 +121,10 @@ pub fn judge_commit_journal(
     config.invariants = choice.clone();
 
     let mut db = DbView::new(reader);
-    let mut history = History::default();
+    let mut history = History {
+        clock_offset_max_ms: journal.clock_uncertainty_ms.max(0),
+        ..History::default()
+    };
     let mut rows = Rows::default();
     let start = rows.changes(tables, system, journal.start.into_iter().map(JournalChange::from))?;
     let diffs = db.apply(&decode, tables, start)?;
@@ -148,7 +159,7 @@ pub fn judge_commit_journal(
             sender,
             history: &history,
             step: &step,
-            now_ms: 0,
+            now_ms: commit.at_ms,
             config: &config,
             domain: &*domain,
             model: &model,
@@ -277,6 +288,9 @@ mod tests {
             start,
             commits: world.commit_journal().to_vec(),
             end,
+            // The simulator's commits are timed by true time; its processes' clocks are off by
+            // at most the furthest skew of the run.
+            clock_uncertainty_ms: world.history().clock_offset_max_ms,
         };
         let judgement = judge_commit_journal(
             &**system,
@@ -402,7 +416,12 @@ mod tests {
             &*reference,
             world.workload(),
             world.sender(),
-            CommitJournal { start, commits, end },
+            CommitJournal {
+                start,
+                commits,
+                end,
+                clock_uncertainty_ms: 0,
+            },
             &[],
             &InvariantChoice::default(),
         )

@@ -38,6 +38,15 @@ const PROCESS_FUNCTION: &str = "commitgap_journal_process";
 /// The SQL function that numbers the connection's transaction.
 const TRANSACTION_FUNCTION: &str = "commitgap_journal_transaction";
 
+/// SQLite's wall clock in ms since the epoch, fixed for one statement: the clock a served
+/// process reads, taken after the process read its own for what the statement writes.
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+/// How far a journaled time may be from a process's clock read at the same moment, in ms: both
+/// read the one system clock, each rounded to the millisecond; the rest is a margin for a clock
+/// the system adjusts, so that the rules judged by true time raise no false alarm.
+pub const CLOCK_UNCERTAINTY_MS: i64 = 50;
+
 /// The number of one connection's current transaction, shared between the connection's SQL
 /// function and the environment that moves it on.
 #[derive(Debug, Clone, Default)]
@@ -102,7 +111,8 @@ pub fn start_journal(path: &Path, system: &dyn System) -> Result<Vec<FinalRow>, 
              txn INTEGER NOT NULL,
              observed_table TEXT NOT NULL,
              row_id INTEGER NOT NULL,
-             deleted INTEGER NOT NULL
+             deleted INTEGER NOT NULL,
+             at_ms INTEGER NOT NULL
          );"
     );
     for table in system.observed_tables() {
@@ -111,8 +121,8 @@ pub fn start_journal(path: &Path, system: &dyn System) -> Result<Vec<FinalRow>, 
         let new = new.join(", ");
         let index = |row: &str, deleted: u8| {
             format!(
-                "INSERT INTO \"{INDEX_TABLE}\" (process, txn, observed_table, row_id, deleted)
-                 SELECT {PROCESS_FUNCTION}(), {TRANSACTION_FUNCTION}(), '{table}', {row}, {deleted}"
+                "INSERT INTO \"{INDEX_TABLE}\" (process, txn, observed_table, row_id, deleted, at_ms)
+                 SELECT {PROCESS_FUNCTION}(), {TRANSACTION_FUNCTION}(), '{table}', {row}, {deleted}, {NOW_MS}"
             )
         };
         // Inside a trigger, last_insert_rowid() is the index row the trigger just inserted.
@@ -175,7 +185,7 @@ pub fn read_journal(
     }
     let mut statement = connection
         .prepare(&format!(
-            "SELECT seq, process, txn, observed_table, row_id, deleted FROM \"{INDEX_TABLE}\" ORDER BY seq"
+            "SELECT seq, process, txn, observed_table, row_id, deleted, at_ms FROM \"{INDEX_TABLE}\" ORDER BY seq"
         ))
         .map_err(read_error)?;
     let mut rows = statement.query([]).map_err(read_error)?;
@@ -188,6 +198,7 @@ pub fn read_journal(
         let table: String = row.get(3).map_err(read_error)?;
         let rowid: i64 = row.get(4).map_err(read_error)?;
         let deleted: bool = row.get(5).map_err(read_error)?;
+        let at_ms: i64 = row.get(6).map_err(read_error)?;
         let change_values = if deleted {
             None
         } else {
@@ -201,11 +212,14 @@ pub fn read_journal(
         if current.as_ref() != Some(&key) {
             commits.push(JournalCommit {
                 process_id: key.0.clone(),
+                at_ms,
                 changes: Vec::new(),
             });
             current = Some(key);
         }
         if let Some(commit) = commits.last_mut() {
+            // The commit's time is its last change's: no later than the commit itself.
+            commit.at_ms = commit.at_ms.max(at_ms);
             commit.changes.push(JournalChange {
                 table,
                 rowid,
@@ -213,7 +227,12 @@ pub fn read_journal(
             });
         }
     }
-    Ok(CommitJournal { start, commits, end })
+    Ok(CommitJournal {
+        start,
+        commits,
+        end,
+        clock_uncertainty_ms: CLOCK_UNCERTAINTY_MS,
+    })
 }
 
 #[cfg(test)]
@@ -247,6 +266,7 @@ mod tests {
             .open("receiver-1", Box::new(NoProvider), &Stop::new())
             .unwrap();
         let run = |sql: &str| block_on(env.execute(sql, &[])).unwrap();
+        let began_ms = env.now_ms();
         run("BEGIN IMMEDIATE");
         run(&receipt("evt-1"));
         run(&receipt("evt-2"));
@@ -257,11 +277,21 @@ mod tests {
         run(&receipt("evt-3"));
         run("UPDATE receipts SET received_ms = 2 WHERE event_id = 'evt-3'");
         run("DELETE FROM receipts WHERE event_id = 'evt-1'");
+        let ended_ms = env.now_ms();
         drop(env);
 
         let reader = Connection::open(&path).unwrap();
         let end = read_final_rows(&reader, reference.observed_tables()).unwrap();
         let journal = read_journal(&path, &*reference, start, end).unwrap();
+        for commit in &journal.commits {
+            // Timed by the clock the process reads, within the journal's uncertainty.
+            assert!(
+                began_ms - CLOCK_UNCERTAINTY_MS <= commit.at_ms
+                    && commit.at_ms <= ended_ms + CLOCK_UNCERTAINTY_MS,
+                "{} not within {began_ms}..{ended_ms}",
+                commit.at_ms
+            );
+        }
         let process = format!("receiver-1#{}", std::process::id());
         let shape: Vec<(String, Vec<(String, bool)>)> = journal
             .commits

@@ -31,6 +31,11 @@ impl Invariant for ClaimWaitsForRetryTime {
         InvariantKind::Safety
     }
 
+    // It reads the commit, its true time and how far clocks may be off: all a journal shows.
+    fn judges_commits(&self) -> bool {
+        true
+    }
+
     fn check(&self, observation: &Observation<'_>) -> Result<(), String> {
         let skew_ms = observation.history.clock_offset_max_ms;
         for (process_id, before, after) in changed_obligations(observation) {

@@ -176,10 +176,11 @@ pub trait Invariant: Send + Sync {
     }
     /// Whether the invariant can judge each commit of a journal of real commits, as a check over
     /// real processes records them ([`crate::commit_journal`]): an observation whose step holds
-    /// that one commit, with the rows as it left them and the history of leases, receipts and
-    /// moves the journal itself shows, but no provider ledger, answers, requests, replies, purge
-    /// verdicts or clock. It may say so only when it reads nothing else, so that judging a
-    /// journal raises no false alarm. False by default.
+    /// that one commit, with the rows as it left them, the history of leases, receipts and moves
+    /// the journal itself shows, the commit's true time as `now_ms` and the journal's clock
+    /// uncertainty as the history's clock offset, but no provider ledger, answers, requests,
+    /// replies, purge verdicts or configuration. It may say so only when it reads nothing else,
+    /// so that judging a journal raises no false alarm. False by default.
     fn judges_commits(&self) -> bool {
         false
     }

@@ -685,6 +685,7 @@ impl World {
             if let Some(journal) = &mut self.commit_journal {
                 journal.push(crate::commit_journal::JournalCommit {
                     process_id: commit.process_id.clone(),
+                    at_ms: self.now_ms,
                     changes: commit
                         .changes
                         .iter()
