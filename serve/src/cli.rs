@@ -409,8 +409,12 @@ impl Service {
     ) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
         let mut threads = Vec::new();
         for index in 1..=count {
+            // A worker's name is its lease owner, so it must differ between relay processes (two
+            // processes each with a `relay-1` would each take the other's lease for its own) and
+            // between one process's incarnations, as a restarted worker holds no lease.
+            let name = format!("relay-{index}@{}", std::process::id());
             let env = connections
-                .open(&format!("relay-{index}"), Box::new(provider.clone()), stop)
+                .open(&name, Box::new(provider.clone()), stop)
                 .map_err(|error| error.to_string())?;
             let (system, stop, relay) = (Arc::clone(&self.system), stop.clone(), relay.clone());
             threads.push(std::thread::spawn(move || {
