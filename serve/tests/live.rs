@@ -124,6 +124,36 @@ fn a_receipt_committed_apart_from_its_work_fails_at_that_commit() {
 }
 
 #[test]
+fn a_claim_of_a_live_lease_fails_at_that_commit() {
+    // A worker that crashed after its claim leaves a live lease; a claim that ignores it takes the
+    // lease from the dead worker's process at once. Each relay process names its workers apart,
+    // so the journal tells the two holders apart.
+    let out = scratch("lease");
+    let output = live(
+        &[
+            "--system",
+            "claim-ignores-live-lease",
+            "live",
+            "--seed",
+            "1",
+            "--seconds",
+            "12",
+            "--faults",
+            "crash,kill,provider-slow",
+        ],
+        &out,
+    );
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    assert!(
+        printed.contains("one-live-lease-per-obligation: at commit ")
+            && printed.contains("'s lease was live"),
+        "{printed}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
 fn a_receiver_without_a_receipt_check_fails_with_the_evidence_and_the_command() {
     let out = scratch("planted");
     let output = live(
