@@ -76,7 +76,7 @@ fn open_env(
     let inner = RealEnv::open(path, process_id, busy_timeout, provider)?
         .with_settings(connections.settings.iter().cloned());
     let transaction =
-        crate::live::journal::label_connection(inner.connection(), process_id).map_err(DbError::Other)?;
+        crate::connection_labels::label_connection(inner.connection(), process_id).map_err(DbError::Other)?;
     Ok(ServiceEnv {
         inner,
         stop: stop.clone(),
@@ -102,7 +102,7 @@ pub struct ServiceEnv {
     inner: RealEnv,
     stop: Stop,
     /// The number of the connection's transaction, for a live check's commit journal.
-    transaction: crate::live::journal::TransactionNumber,
+    transaction: crate::connection_labels::TransactionNumber,
 }
 
 /// The longest one sleep blocks before it looks at the stop flag again, in milliseconds.

@@ -10,6 +10,8 @@
 //! - [`env`](mod@env): the [`Env`](commitgap_sim::commitgap::env::Env) each task runs on, one SQLite
 //!   connection in WAL mode with `synchronous = FULL` and the system's busy timeout, and a small
 //!   pool of them for the receiver; a stop flag that ends a worker at its next sleep.
+//! - [`connection_labels`]: what each connection tells a live check's commit journal: its
+//!   process and the number of its transaction.
 //! - [`receiver`]: the HTTP receiver (`POST /webhooks/{endpoint}`): raw body and headers become a
 //!   `WebhookDelivery`, the system's handler runs on a pooled connection off the async workers,
 //!   and its `Answer` becomes the status and body; `GET /healthz` and `GET /readyz`; graceful
@@ -27,9 +29,11 @@
 //!   `live`), so that a team's binary is `Service::new(system).main()`.
 //! - [`live`]: the simulator's invariants over real processes: the served system started as
 //!   receivers and relay workers on localhost, a signing sender, a provider double, faults from a
-//!   seed (kills, pauses, resets, lost answers, early purges), then heal, quiet and the verdict.
+//!   seed (kills, pauses, resets, lost answers, early purges), then heal, quiet and the verdict
+//!   on the final state and on every commit.
 
 pub mod cli;
+pub mod connection_labels;
 pub mod env;
 pub mod live;
 pub mod provider;

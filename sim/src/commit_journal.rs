@@ -128,7 +128,7 @@ pub fn judge_commit_journal(
     let mut rows = Rows::default();
     let start = rows.changes(tables, system, journal.start.into_iter().map(JournalChange::from))?;
     let diffs = db.apply(&decode, tables, start)?;
-    crate::world::remember(&mut history, "start", &diffs);
+    remember(&mut history, "start", &diffs);
 
     let mut judgement = JournalJudgement {
         commits: journal.commits.len(),
@@ -143,7 +143,7 @@ pub fn judge_commit_journal(
     for (index, commit) in journal.commits.into_iter().enumerate() {
         let changes = rows.changes(tables, system, commit.changes)?;
         let diffs = db.apply(&decode, tables, changes)?;
-        crate::world::remember(&mut history, &commit.process_id, &diffs);
+        remember(&mut history, &commit.process_id, &diffs);
         let step = StepRecord {
             commits: vec![CommitRecord {
                 process_id: commit.process_id,
@@ -180,6 +180,45 @@ pub fn judge_commit_journal(
     rows.ends_in(journal.end)?;
     judgement.ever_received = history.ever_received;
     Ok(judgement)
+}
+
+/// Remembers what the commit of `process_id` whose changes are `diffs` adds to `history`: who
+/// took each lease, which events were ever received, and which moves entities made. The world
+/// remembers its commits with it too, so a journal's history is the simulator's.
+pub(crate) fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDiff]) {
+    use crate::system::ObservedRow;
+    for diff in diffs {
+        match (&diff.before, &diff.after) {
+            (before, Some(ObservedRow::Obligation(after))) => {
+                let token_before = match before {
+                    Some(ObservedRow::Obligation(before)) => Some(before.lease_token),
+                    _ => None,
+                };
+                if token_before != Some(after.lease_token) {
+                    history.lease_holders.insert(
+                        (after.operation_key.clone(), after.lease_token),
+                        process_id.to_owned(),
+                    );
+                }
+            }
+            (_, Some(ObservedRow::Receipt(receipt))) => {
+                history
+                    .ever_received
+                    .insert((receipt.account.clone(), receipt.event_id.clone()));
+            }
+            (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after)))
+                if before.state.state != after.state.state =>
+            {
+                history.moves.insert((
+                    after.tenant.clone(),
+                    after.subject.clone(),
+                    before.state.state.clone(),
+                    after.state.state.clone(),
+                ));
+            }
+            _ => {}
+        }
+    }
 }
 
 impl From<FinalRow> for JournalChange {

@@ -7,9 +7,8 @@
 //! Triggers on the observed tables write the journal inside the writing transaction, so a
 //! rolled-back transaction or a process killed before COMMIT leaves nothing in it, and SQLite's
 //! one writer at a time keeps each transaction's rows together and in commit order. The triggers
-//! call two SQL functions every served connection has ([`label_connection`]): the process's name
-//! and the number of its connection's current transaction, which moves on whenever the
-//! connection is found outside a transaction after a statement.
+//! call two SQL functions every served connection has ([`crate::connection_labels`]): the
+//! process's name and the number of its connection's current transaction.
 //!
 //! Besides the tables of deleted rows ([`super::judge`]), these are the only tables and
 //! triggers live adds to a system's database; nothing of the system reads them. This module must
@@ -17,26 +16,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use commitgap_sim::commit_journal::{CommitJournal, JournalChange, JournalCommit};
 use commitgap_sim::final_state::{FinalRow, read_final_rows};
-use commitgap_sim::rusqlite::functions::FunctionFlags;
 use commitgap_sim::rusqlite::{Connection, OpenFlags};
 use commitgap_sim::system::System;
 
-/// The journal's index of rows, one per change, in commit order.
-const INDEX_TABLE: &str = "live_journal";
+use crate::connection_labels::{INDEX_TABLE, PROCESS_FUNCTION, TRANSACTION_FUNCTION};
 
 /// The prefix of the tables that hold each journaled row's values, one per observed table.
 const VALUES_PREFIX: &str = "live_journal_";
-
-/// The SQL function that names the committing process.
-const PROCESS_FUNCTION: &str = "commitgap_journal_process";
-
-/// The SQL function that numbers the connection's transaction.
-const TRANSACTION_FUNCTION: &str = "commitgap_journal_transaction";
 
 /// SQLite's wall clock in ms since the epoch, fixed for one statement: the clock a served
 /// process reads, taken after the process read its own for what the statement writes.
@@ -46,57 +35,6 @@ const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGE
 /// read the one system clock, each rounded to the millisecond; the rest is a margin for a clock
 /// the system adjusts, so that the rules judged by true time raise no false alarm.
 pub const CLOCK_UNCERTAINTY_MS: i64 = 50;
-
-/// The number of one connection's current transaction, shared between the connection's SQL
-/// function and the environment that moves it on.
-#[derive(Debug, Clone, Default)]
-pub struct TransactionNumber(Arc<AtomicI64>);
-
-impl TransactionNumber {
-    /// Moves on to the next transaction when `connection` has none open: called after every
-    /// statement, so that one transaction's rows share a number and the next one's do not.
-    pub fn after_statement(&self, connection: &Connection) {
-        if connection.is_autocommit() {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Gives `connection` the two functions the journal's triggers call: the process's name,
-/// `process_id` with the operating system's process id (so that two incarnations of one relay
-/// worker are two processes, as in the simulator), and the number of its current transaction.
-///
-/// On a database that keeps a journal it also turns `recursive_triggers` on, as the simulator
-/// does on its own connections: a `REPLACE` that deletes a conflicting row fires delete triggers
-/// only then, and the journal would otherwise miss the row. A database without a journal (one
-/// served in production) keeps SQLite's default.
-pub fn label_connection(connection: &Connection, process_id: &str) -> Result<TransactionNumber, String> {
-    let name = format!("{process_id}#{}", std::process::id());
-    let number = TransactionNumber::default();
-    let shared = Arc::clone(&number.0);
-    let flags = FunctionFlags::SQLITE_UTF8;
-    connection
-        .create_scalar_function(PROCESS_FUNCTION, 0, flags, move |_| Ok(name.clone()))
-        .and_then(|()| {
-            connection.create_scalar_function(TRANSACTION_FUNCTION, 0, flags, move |_| {
-                Ok(shared.load(Ordering::Relaxed))
-            })
-        })
-        .map_err(|error| format!("cannot label the connection for the commit journal: {error}"))?;
-    let journaled = connection
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-            [INDEX_TABLE],
-            |row| row.get::<_, i64>(0),
-        )
-        .map_err(|error| format!("cannot look for the commit journal: {error}"))?;
-    if journaled > 0 {
-        connection
-            .pragma_update(None, "recursive_triggers", true)
-            .map_err(|error| format!("cannot turn recursive triggers on: {error}"))?;
-    }
-    Ok(number)
-}
 
 /// Makes the database at `path` journal every commit to the system's observed tables (see the
 /// module documentation), and returns the observed rows as they are now, where the journal
@@ -148,7 +86,7 @@ pub fn start_journal(path: &Path, system: &dyn System) -> Result<Vec<FinalRow>, 
 }
 
 /// The column names of `table`, in table order.
-fn columns_of(connection: &Connection, table: &str) -> Result<Vec<String>, String> {
+pub(super) fn columns_of(connection: &Connection, table: &str) -> Result<Vec<String>, String> {
     let mut statement = connection
         .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
         .map_err(|error| format!("{table}: {error}"))?;

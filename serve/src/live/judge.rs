@@ -84,15 +84,7 @@ pub fn keep_deleted_rows(path: &Path, system: &dyn System) -> Result<(), String>
     let connection =
         Connection::open(path).map_err(|error| format!("cannot open {}: {error}", path.display()))?;
     for table in system.observed_tables() {
-        let columns: Vec<String> = {
-            let mut statement = connection
-                .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
-                .map_err(|error| format!("{table}: {error}"))?;
-            statement
-                .query_map([], |row| row.get::<_, String>(0))
-                .and_then(Iterator::collect)
-                .map_err(|error| format!("{table}: {error}"))?
-        };
+        let columns = super::journal::columns_of(&connection, table)?;
         let old: Vec<String> = columns.iter().map(|column| format!("OLD.\"{column}\"")).collect();
         let sql = format!(
             "CREATE TABLE \"{DELETED_PREFIX}{table}\" AS SELECT * FROM \"{table}\" WHERE 0;

@@ -704,7 +704,7 @@ impl World {
             )?;
             let observed = crate::trace::Observed::of(&diffs);
             self.trace.record(Happening::Committed { rows, observed });
-            remember(&mut self.history, &commit.process_id, &diffs);
+            crate::commit_journal::remember(&mut self.history, &commit.process_id, &diffs);
             self.stuck_watch.committed(self.now_ms, &diffs);
             self.purge_committed(&commit.process_id, &diffs);
             self.probes.committed(&commit.process_id, &diffs, &self.view);
@@ -750,44 +750,6 @@ impl World {
             schedule,
             schedule_report,
             sql: self.db.take_sql_log(),
-        }
-    }
-}
-
-/// Remembers who took each lease, which events were ever received, and which moves entities
-/// made.
-pub(crate) fn remember(history: &mut History, process_id: &str, diffs: &[crate::view::RowDiff]) {
-    use crate::system::ObservedRow;
-    for diff in diffs {
-        match (&diff.before, &diff.after) {
-            (before, Some(ObservedRow::Obligation(after))) => {
-                let token_before = match before {
-                    Some(ObservedRow::Obligation(before)) => Some(before.lease_token),
-                    _ => None,
-                };
-                if token_before != Some(after.lease_token) {
-                    history.lease_holders.insert(
-                        (after.operation_key.clone(), after.lease_token),
-                        process_id.to_owned(),
-                    );
-                }
-            }
-            (_, Some(ObservedRow::Receipt(receipt))) => {
-                history
-                    .ever_received
-                    .insert((receipt.account.clone(), receipt.event_id.clone()));
-            }
-            (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after)))
-                if before.state.state != after.state.state =>
-            {
-                history.moves.insert((
-                    after.tenant.clone(),
-                    after.subject.clone(),
-                    before.state.state.clone(),
-                    after.state.state.clone(),
-                ));
-            }
-            _ => {}
         }
     }
 }
