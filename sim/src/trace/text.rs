@@ -376,8 +376,13 @@ pub fn describe_value(value: &Value) -> String {
 }
 
 /// Formats virtual milliseconds as `h:mm:ss.mmm` (hours are not wrapped at a day; times before
-/// the start, such as a purge cutoff, get a minus sign).
+/// the start, such as a purge cutoff, get a minus sign). A time from the year 2000 on is a
+/// wall-clock time in ms since the epoch, as a check over real processes records them (no
+/// simulated run lasts thirty years), and is written as a UTC date and time.
 pub fn format_time_ms(time_ms: i64) -> String {
+    if time_ms >= WALL_CLOCK_FROM_MS {
+        return format_wall_clock_ms(time_ms);
+    }
     let sign = if time_ms < 0 { "-" } else { "" };
     let magnitude = time_ms.unsigned_abs();
     let (seconds, millis) = (magnitude / 1_000, magnitude % 1_000);
@@ -386,6 +391,37 @@ pub fn format_time_ms(time_ms: i64) -> String {
         seconds / 3_600,
         (seconds / 60) % 60,
         seconds % 60
+    )
+}
+
+/// 2000-01-01T00:00:00Z in ms since the epoch: from here on a time is a wall-clock one.
+const WALL_CLOCK_FROM_MS: i64 = 946_684_800_000;
+
+/// Formats ms since the epoch as `YYYY-MM-DD hh:mm:ss.mmm UTC`, by the proleptic Gregorian
+/// calendar (days to a civil date through 400-year eras of 146,097 days).
+fn format_wall_clock_ms(time_ms: i64) -> String {
+    let (days, day_ms) = (time_ms.div_euclid(86_400_000), time_ms.rem_euclid(86_400_000));
+    // Days from 0000-03-01, so that a leap day ends its year.
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let seconds = day_ms / 1_000;
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03} UTC",
+        seconds / 3_600,
+        (seconds / 60) % 60,
+        seconds % 60,
+        day_ms % 1_000
     )
 }
 
@@ -431,6 +467,16 @@ mod tests {
         assert_eq!(format_time_ms(0), "0:00:00.000");
         assert_eq!(format_time_ms(27 * 3_600_000 + 61_042), "27:01:01.042");
         assert_eq!(format_time_ms(-30_000), "-0:00:30.000");
+        // Wall-clock times, as a check over real processes records them.
+        for (time_ms, written) in [
+            (946_684_800_000, "2000-01-01 00:00:00.000 UTC"),
+            (1_796_619_385_722, "2026-12-07 04:56:25.722 UTC"),
+            (1_709_164_800_000, "2024-02-29 00:00:00.000 UTC"),
+            (1_709_251_199_999, "2024-02-29 23:59:59.999 UTC"),
+            (4_102_444_800_000, "2100-01-01 00:00:00.000 UTC"),
+        ] {
+            assert_eq!(format_time_ms(time_ms), written);
+        }
         assert_eq!(format_duration_ms(300_000), "5m");
         assert_eq!(format_duration_ms(1_500), "1.500s");
         assert_eq!(format_duration_ms(250), "250ms");
