@@ -46,6 +46,28 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// Runs planted bug `system` live for `seconds` of `faults` from `seed` into `out`, asserts that
+/// it failed (exit 1), and returns what it printed.
+fn failing_run(system: &str, seed: &str, seconds: &str, faults: &str, out: &Path) -> String {
+    let output = live(
+        &[
+            "--system",
+            system,
+            "live",
+            "--seed",
+            seed,
+            "--seconds",
+            seconds,
+            "--faults",
+            faults,
+        ],
+        out,
+    );
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    printed
+}
+
 #[test]
 fn the_reference_passes_a_short_run_with_every_fault_on() {
     let out = scratch("reference");
@@ -91,22 +113,7 @@ fn a_receipt_committed_apart_from_its_work_fails_at_that_commit() {
     // The final state of receipt-after is as consistent as the reference's; only the journal of
     // commits shows the work committed in one transaction and its receipt in the next.
     let out = scratch("journal");
-    let output = live(
-        &[
-            "--system",
-            "receipt-after",
-            "live",
-            "--seed",
-            "2",
-            "--seconds",
-            "4",
-            "--faults",
-            "none",
-        ],
-        &out,
-    );
-    let printed = text(&output);
-    assert_eq!(output.status.code(), Some(1), "{printed}");
+    let printed = failing_run("receipt-after", "2", "4", "none", &out);
     assert!(
         printed.contains("receipt-commits-with-its-work: at commit ")
             && printed.contains("without a receipt in the same transaction"),
@@ -129,22 +136,13 @@ fn a_claim_of_a_live_lease_fails_at_that_commit() {
     // lease from the dead worker's process at once. Each relay process names its workers apart,
     // so the journal tells the two holders apart.
     let out = scratch("lease");
-    let output = live(
-        &[
-            "--system",
-            "claim-ignores-live-lease",
-            "live",
-            "--seed",
-            "1",
-            "--seconds",
-            "12",
-            "--faults",
-            "crash,kill,provider-slow",
-        ],
+    let printed = failing_run(
+        "claim-ignores-live-lease",
+        "1",
+        "12",
+        "crash,kill,provider-slow",
         &out,
     );
-    let printed = text(&output);
-    assert_eq!(output.status.code(), Some(1), "{printed}");
     assert!(
         printed.contains("one-live-lease-per-obligation: at commit ")
             && printed.contains("'s lease was live"),
@@ -156,22 +154,13 @@ fn a_claim_of_a_live_lease_fails_at_that_commit() {
 #[test]
 fn a_receiver_without_a_receipt_check_fails_with_the_evidence_and_the_command() {
     let out = scratch("planted");
-    let output = live(
-        &[
-            "--system",
-            "no-receipt-dedup",
-            "live",
-            "--seed",
-            "1",
-            "--seconds",
-            "12",
-            "--faults",
-            "duplicate-delivery,lost-answer",
-        ],
+    let printed = failing_run(
+        "no-receipt-dedup",
+        "1",
+        "12",
+        "duplicate-delivery,lost-answer",
         &out,
     );
-    let printed = text(&output);
-    assert_eq!(output.status.code(), Some(1), "{printed}");
     assert!(printed.contains("verdict: FAIL"), "{printed}");
     assert!(
         printed.contains("reproduce: ") && printed.contains("--system no-receipt-dedup live --seed 1"),
