@@ -12,6 +12,8 @@
 //! - [`reference`](mod@reference): [`reference::Reference`], the type that takes every step as the reference
 //!   defines it.
 //! - [`purge`]: delete old receipts, never business state.
+//! - [`tables`]: where a system keeps its receipts and obligations, and the pattern's statements
+//!   over them, written once from that declaration.
 //! - [`provider`]: the downstream provider's contract (requests, replies, payload format).
 //! - [`realtime`]: an `Env` over a real SQLite file and the wall clock.
 //! - [`signature`]: Standard Webhooks signatures: sign a delivery, verify one against a set of
@@ -26,3 +28,4 @@ pub mod reference;
 pub mod relay;
 pub mod schema;
 pub mod signature;
+pub mod tables;

@@ -27,6 +27,11 @@
 //! answer. [`receive`] runs them as they are; [`receive_with`] runs a variant that overrides some
 //! of them, so that a variant reads as a small change against this module.
 //!
+//! Everything but the payments transition is the webhook pattern, the same in any business:
+//! [`receive_business`] runs it around a team's own [`Business`] step (how its bodies read, what
+//! a new event does to its state and which obligations it owes), over the receipt and outbox
+//! tables a system declares ([`crate::tables`]).
+//!
 //! The receiver must not call the provider (that is the relay's job, outside any transaction) and
 //! must not answer success for work that has not committed.
 
@@ -37,6 +42,7 @@ use crate::env::{DbError, Env, Value, int, text};
 use crate::provider::FulfillmentPayload;
 use crate::reference::Reference;
 use crate::signature::{self, SigningSecret, VerifyError, WebhookHeaders};
+use crate::tables::Tables;
 
 /// A payment captured: the order is paid and a shipment is owed.
 pub const PAYMENT_SUCCEEDED: &str = "payment.succeeded";
@@ -433,26 +439,17 @@ async fn apply_event<S: ReceiverSteps>(
 // auto-trait bounds `async fn` in a public trait cannot express are never needed.
 #[allow(async_fn_in_trait)]
 pub trait ReceiverSteps {
+    /// Where the receipts and obligations live, and the pattern's statements over them: the
+    /// reference's `receipts` and `outbox` unless overridden.
+    fn tables(&self) -> &Tables {
+        Tables::reference()
+    }
+
     /// The door: see [`authenticate`]. Runs no statement.
     fn authenticate(&self, env: &dyn Env, delivery: &WebhookDelivery) -> Result<WebhookEvent, Answer> {
-        let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
-            .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
-        if delivery.body.len() > settings.body_bytes_max {
-            return Err(Answer::TooLarge(format!(
-                "body of {} bytes exceeds the limit of {} bytes",
-                delivery.body.len(),
-                settings.body_bytes_max
-            )));
-        }
-        let now_s = env.now_ms().div_euclid(1_000);
-        self.verify_signature(delivery, &settings, now_s)?;
+        verify_body(self, env, delivery)?;
         let event = WebhookEvent::parse_bytes(&delivery.body).map_err(Answer::Rejected)?;
-        if event.account != delivery.endpoint {
-            return Err(Answer::Forbidden(format!(
-                "event names account {:?} but was posted to the endpoint of account {:?}",
-                event.account, delivery.endpoint
-            )));
-        }
+        endpoint_owns(delivery, &event.account)?;
         Ok(event)
     }
 
@@ -487,10 +484,17 @@ pub trait ReceiverSteps {
         if let Err(answer) = begin(env).await {
             return Ok(Recorded::Answered(answer));
         }
-        if insert_receipt(env, incoming).await? {
+        let (account, event_id) = (&incoming.event.account, &incoming.event.id);
+        let tables = self.tables();
+        if tables
+            .insert_receipt(env, account, event_id, &incoming.digest)
+            .await?
+        {
             return Ok(Recorded::New);
         }
-        duplicate_or_conflict(env, incoming).await.map(Recorded::Seen)
+        seen_before(env, tables, account, event_id, &incoming.digest)
+            .await
+            .map(Recorded::Seen)
     }
 
     /// Applies the event to its order through the statement of [`Self::transition_statement`],
@@ -571,17 +575,14 @@ pub trait ReceiverSteps {
     /// first row (the order guard should have made it impossible; keeping the first row is still
     /// right).
     async fn enqueue_obligation(&self, env: &dyn Env, obligation: &Obligation) -> Result<(), DbError> {
-        env.execute(
-            "INSERT INTO outbox (operation_key, payload, status, next_attempt_ms, created_ms) \
-             VALUES (?1, ?2, 'pending', ?3, ?3) ON CONFLICT (operation_key) DO NOTHING",
-            &[
-                text(&obligation.operation_key),
-                text(&obligation.payload),
-                int(obligation.created_ms),
-            ],
-        )
-        .await?;
-        Ok(())
+        self.tables()
+            .enqueue(
+                env,
+                &obligation.operation_key,
+                &obligation.payload,
+                obligation.created_ms,
+            )
+            .await
     }
 
     /// Commits or rolls back the open transaction as `outcome` says, and answers: success only
@@ -593,27 +594,157 @@ pub trait ReceiverSteps {
         outcome: Result<Outcome, DbError>,
     ) -> Answer {
         let _ = incoming;
-        let decision = match outcome {
-            Ok(outcome) => outcome.decision,
+        end_transaction(env, outcome.map(|outcome| outcome.decision)).await
+    }
+}
+
+/// The first part of the door, before the body is read: it fits the endpoint's size limit, and
+/// `steps`' signature check passes against the endpoint's secrets within the tolerance. Runs no
+/// statement.
+fn verify_body<S: ReceiverSteps + ?Sized>(
+    steps: &S,
+    env: &dyn Env,
+    delivery: &WebhookDelivery,
+) -> Result<(), Answer> {
+    let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
+        .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
+    if delivery.body.len() > settings.body_bytes_max {
+        return Err(Answer::TooLarge(format!(
+            "body of {} bytes exceeds the limit of {} bytes",
+            delivery.body.len(),
+            settings.body_bytes_max
+        )));
+    }
+    let now_s = env.now_ms().div_euclid(1_000);
+    steps.verify_signature(delivery, &settings, now_s)
+}
+
+/// The last part of the door: a verified event may only name the account of the endpoint it was
+/// posted to (the body is the sender's to write, the endpoint's secret is not).
+fn endpoint_owns(delivery: &WebhookDelivery, account: &str) -> Result<(), Answer> {
+    if account == delivery.endpoint {
+        return Ok(());
+    }
+    Err(Answer::Forbidden(format!(
+        "event names account {account:?} but was posted to the endpoint of account {:?}",
+        delivery.endpoint
+    )))
+}
+
+/// Commits or rolls back the open transaction as `decision` says, and answers: success only
+/// once COMMIT has returned, a retry for anything that failed, a 422 for a rejection.
+pub async fn end_transaction(env: &dyn Env, decision: Result<Decision, DbError>) -> Answer {
+    let decision = match decision {
+        Ok(decision) => decision,
+        Err(error) => {
+            rollback(env).await;
+            return Answer::RetryLater(error.to_string());
+        }
+    };
+    match decision {
+        Decision::Commit(kind) => match env.execute("COMMIT", &[]).await {
+            Ok(_) => Answer::Success(kind),
             Err(error) => {
                 rollback(env).await;
-                return Answer::RetryLater(error.to_string());
+                Answer::RetryLater(format!("commit failed: {error}"))
             }
-        };
-        match decision {
-            Decision::Commit(kind) => match env.execute("COMMIT", &[]).await {
-                Ok(_) => Answer::Success(kind),
-                Err(error) => {
-                    rollback(env).await;
-                    Answer::RetryLater(format!("commit failed: {error}"))
-                }
-            },
-            Decision::Reject(reason) => {
-                rollback(env).await;
-                Answer::Rejected(reason)
-            }
+        },
+        Decision::Reject(reason) => {
+            rollback(env).await;
+            Answer::Rejected(reason)
         }
     }
+}
+
+/// A business's own step, which the pattern's receiver ([`receive_business`]) runs: how a
+/// verified body reads, and what a new event does inside its receipt's transaction. Everything
+/// around it is the pattern's: the door (size, signature, the endpoint's account), the receipt
+/// and what a known event id means, the obligations' insert, the commit and the answer.
+// The futures run on the one thread of their `Env`, as the step traits' do.
+#[allow(async_fn_in_trait)]
+pub trait Business {
+    /// A verified event, as the step reads it.
+    type Event;
+
+    /// Reads and validates a verified body. An `Err` says why it is not an event this business
+    /// takes: the delivery is refused with a 422 and nothing is written.
+    fn parse(&self, body: &[u8]) -> Result<Self::Event, String>;
+
+    /// The account the event names (which must be its endpoint's) and its id within that
+    /// account: the key of its receipt.
+    fn identity<'a>(&self, event: &'a Self::Event) -> (&'a str, &'a str);
+
+    /// Applies a new event inside the open transaction, after its receipt was written: moves
+    /// the business state with guarded statements (so a late or repeated event finds nothing to
+    /// move) and says which obligations the move owes. Call the provider never; return what is
+    /// owed, and the pattern writes it in the same transaction.
+    async fn apply(&self, env: &dyn Env, event: &Self::Event) -> Result<Applied, DbError>;
+}
+
+/// What a business step made of a new event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The state moved, and owes these obligations (none for a move that owes nothing); they
+    /// commit with the receipt, and the answer is a 2xx.
+    Moved(Vec<Obligation>),
+    /// Nothing to change (an older update, a state that is final): the receipt commits alone,
+    /// and the answer is a 2xx.
+    Unchanged,
+    /// The event can never be applied (an account or an entity that does not exist): nothing
+    /// commits, and the answer is a 422 with this reason.
+    Refused(String),
+}
+
+/// Handles one delivery with the pattern's receiver around `business`'s step, over `tables`:
+/// verify the delivery, read its event, then in one `BEGIN IMMEDIATE` transaction record the
+/// receipt (a known event id is a duplicate, answered 2xx with nothing applied, or, with another
+/// body where the receipts keep a digest, refused), apply the event, write the obligations it
+/// owes, COMMIT, and answer success only once COMMIT returned.
+pub async fn receive_business<B: Business>(
+    business: &B,
+    tables: &Tables,
+    env: &dyn Env,
+    delivery: &WebhookDelivery,
+) -> Answer {
+    if let Err(answer) = verify_body(&Reference, env, delivery) {
+        return answer;
+    }
+    let event = match business.parse(&delivery.body) {
+        Ok(event) => event,
+        Err(why) => return Answer::Rejected(why),
+    };
+    let (account, event_id) = business.identity(&event);
+    if let Err(answer) = endpoint_owns(delivery, account) {
+        return answer;
+    }
+    let digest = body_digest(&delivery.body);
+    if let Err(answer) = begin(env).await {
+        return answer;
+    }
+    let decision = async {
+        if !tables.insert_receipt(env, account, event_id, &digest).await? {
+            return seen_before(env, tables, account, event_id, &digest).await;
+        }
+        Ok(match business.apply(env, &event).await? {
+            Applied::Moved(obligations) => {
+                for obligation in &obligations {
+                    tables
+                        .enqueue(
+                            env,
+                            &obligation.operation_key,
+                            &obligation.payload,
+                            obligation.created_ms,
+                        )
+                        .await?;
+                }
+                Decision::Commit(SuccessKind::Applied)
+            }
+            Applied::Unchanged => Decision::Commit(SuccessKind::NoTransition),
+            Applied::Refused(reason) => Decision::Reject(reason),
+        })
+    }
+    .await;
+    end_transaction(env, decision).await
 }
 
 impl ReceiverSteps for Reference {}
@@ -628,41 +759,34 @@ pub async fn begin(env: &dyn Env) -> Result<(), Answer> {
     }
 }
 
-/// Inserts the receipt of `incoming`'s event unless the event already has one, and returns
-/// whether it was new.
+/// Inserts the receipt of `incoming`'s event into the reference's `receipts` unless the event
+/// already has one, and returns whether it was new. See [`Tables::insert_receipt`] for receipts
+/// of one's own.
 pub async fn insert_receipt(env: &dyn Env, incoming: &Incoming<'_>) -> Result<bool, DbError> {
     let event = &incoming.event;
-    let inserted = env
-        .execute(
-            "INSERT INTO receipts (account, event_id, received_ms, body_digest) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (account, event_id) DO NOTHING",
-            &[
-                text(&event.account),
-                text(&event.id),
-                int(env.now_ms()),
-                text(&incoming.digest),
-            ],
-        )
-        .await?;
-    Ok(inserted == 1)
+    Tables::reference()
+        .insert_receipt(env, &event.account, &event.id, &incoming.digest)
+        .await
 }
 
-/// An existing receipt: a duplicate if the body is the same, a conflict if it is not.
-async fn duplicate_or_conflict(env: &dyn Env, incoming: &Incoming<'_>) -> Result<Decision, DbError> {
-    let event = &incoming.event;
-    let stored = env
-        .query(
-            "SELECT body_digest FROM receipts WHERE account = ?1 AND event_id = ?2",
-            &[text(&event.account), text(&event.id)],
-        )
-        .await?;
-    match stored.first() {
-        Some(row) if row.text(0)? != incoming.digest => Ok(Decision::Reject(format!(
-            "event {} was already received with a different body",
-            event.id
-        ))),
-        _ => Ok(Decision::Commit(SuccessKind::Duplicate)),
+/// An event whose receipt exists: a duplicate if its body is the same (or the receipts keep no
+/// digest), a conflict if it is not.
+async fn seen_before(
+    env: &dyn Env,
+    tables: &Tables,
+    account: &str,
+    event_id: &str,
+    digest: &str,
+) -> Result<Decision, DbError> {
+    if tables
+        .receipt_digest_differs(env, account, event_id, digest)
+        .await?
+    {
+        return Ok(Decision::Reject(format!(
+            "event {event_id} was already received with a different body"
+        )));
     }
+    Ok(Decision::Commit(SuccessKind::Duplicate))
 }
 
 /// Rolls back the open transaction, if any. A failure here means there was nothing to roll back

@@ -16,7 +16,11 @@
 //! The relay is written as named steps, the default methods of [`RelaySteps`]: claim, choose the
 //! key, reconcile with the provider, send, complete, with the lease they run under. [`run_worker`]
 //! runs them as they are; [`run_worker_with`] runs a variant that overrides some of them, so that
-//! a variant reads as a small change against this module.
+//! a variant reads as a small change against this module. The steps run over the tables
+//! [`RelaySteps::tables`] declares ([`crate::tables`]): the reference's `outbox` unless a system
+//! keeps its obligations elsewhere, which then gets every step without writing one. What a
+//! step writes about its claim's outcome ([`bury`], [`retry_later`], [`retry_not_before`],
+//! [`extend_lease`], [`fenced_write`]) is public, for a variant that changes a step around it.
 //!
 //! The relay must not hold a transaction open across a provider call, must not rebuild the payload
 //! or mint a new key, must not send a key while an earlier request with it may still be in flight,
@@ -25,6 +29,7 @@
 use crate::env::{DbError, Env, Row, Value, int, text};
 use crate::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
 use crate::reference::Reference;
+use crate::tables::Tables;
 
 /// How a relay worker behaves. All durations are in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -189,23 +194,14 @@ pub async fn relay_once_with<S: RelaySteps>(
     settings: &RelaySettings,
 ) -> Result<Pass, DbError> {
     let now_ms = env.now_ms();
-    let due = env
-        .query(
-            "SELECT operation_key, max(next_attempt_ms, coalesce(lease_expires_ms, 0)) AS due_ms \
-             FROM outbox WHERE status = 'pending' ORDER BY due_ms, operation_key LIMIT 1",
-            &[],
-        )
-        .await?;
-    let Some(row) = due.first() else {
+    let Some((operation_key, due_ms)) = steps.tables().next_due(env).await? else {
         return Ok(Pass::Idle { next_due_ms: None });
     };
-    let due_ms = row.int(1)?;
     if due_ms > now_ms {
         return Ok(Pass::Idle {
             next_due_ms: Some(due_ms),
         });
     }
-    let operation_key = row.text(0)?.to_owned();
     let Some(claim) = steps.claim(env, settings, &operation_key).await? else {
         return Ok(Pass::Worked);
     };
@@ -226,6 +222,12 @@ pub async fn relay_once_with<S: RelaySteps>(
 // auto-trait bounds `async fn` in a public trait cannot express are never needed.
 #[allow(async_fn_in_trait)]
 pub trait RelaySteps {
+    /// Where the obligations live, and the pattern's statements over them: the reference's
+    /// `outbox` unless overridden. Every other default step runs over these.
+    fn tables(&self) -> &Tables {
+        Tables::reference()
+    }
+
     /// How long a claim lasts: [`RelaySettings::lease_held_ms`], the configured lease (which
     /// exceeds the call timeout by a margin) stretched to outlast the provider's processing.
     fn lease_ms(&self, settings: &RelaySettings) -> i64 {
@@ -248,26 +250,12 @@ pub trait RelaySteps {
         operation_key: &str,
     ) -> Result<Option<Claim>, DbError> {
         let now_ms = env.now_ms();
-        let params = [
-            text(env.process_id()),
-            int(now_ms),
-            int(now_ms + self.lease_ms(settings)),
-            text(operation_key),
-        ];
-        let rows = env
-            .query(
-                "UPDATE outbox SET lease_owner = ?1, lease_token = lease_token + 1, \
-                 lease_expires_ms = ?3, attempts = attempts + 1, \
-                 first_attempt_ms = coalesce(first_attempt_ms, ?2) \
-                 WHERE operation_key = ?4 AND status = 'pending' AND next_attempt_ms <= ?2 \
-                 AND coalesce(lease_expires_ms, 0) <= ?2 \
-                 RETURNING payload, lease_token, attempts, first_attempt_ms, last_error",
-                &params,
-            )
+        let lease_until_ms = now_ms + self.lease_ms(settings);
+        let row = self
+            .tables()
+            .claim(env, env.process_id(), now_ms, lease_until_ms, operation_key)
             .await?;
-        rows.first()
-            .map(|row| Claim::from_row(operation_key, row))
-            .transpose()
+        row.map(|row| Claim::from_row(operation_key, &row)).transpose()
     }
 
     /// The idempotency key the provider sees: the persisted operation key, the same on every
@@ -304,12 +292,18 @@ pub trait RelaySteps {
             // lookup used up part of the lease; extend it (a heartbeat, fenced by the token) so the
             // send runs under a full lease.
             Ok(ProviderReply::NotFound) => {
-                if extend_lease(env, self.lease_ms(settings), claim).await? {
+                if extend_lease(env, self.tables(), self.lease_ms(settings), claim).await? {
                     return Ok(Reconciled::Send);
                 }
             }
-            Ok(other) => retry_later(env, settings, claim, &format!("lookup: {other:?}")).await?,
-            Err(error) => retry_later(env, settings, claim, &format!("lookup: {error}")).await?,
+            Ok(other) => {
+                let error = format!("lookup: {other:?}");
+                retry_later(env, self.tables(), settings, claim, &error).await?;
+            }
+            Err(error) => {
+                let error = format!("lookup: {error}");
+                retry_later(env, self.tables(), settings, claim, &error).await?;
+            }
         }
         Ok(Reconciled::Settled)
     }
@@ -336,21 +330,26 @@ pub trait RelaySteps {
             payload,
         };
         let in_flight_wait_ms = self.in_flight_wait_ms(settings);
+        let tables = self.tables();
         match call(env, settings, send).await {
             Ok(ProviderReply::Accepted { effect_id, .. }) => self.complete(env, claim, &effect_id).await,
             Ok(ProviderReply::Rejected { status, reason }) => {
                 let reason = format!("provider rejected the request with {status}: {reason}");
-                bury(env, claim, &reason).await
+                bury(env, tables, claim, &reason).await
             }
             Ok(ProviderReply::Conflict) => {
                 let error = "provider is still processing this key (409)";
-                retry_not_before(env, settings, claim, error, in_flight_wait_ms).await
+                retry_not_before(env, tables, settings, claim, error, in_flight_wait_ms).await
             }
-            Ok(other) => retry_later(env, settings, claim, &format!("unexpected reply {other:?}")).await,
+            Ok(other) => {
+                let error = format!("unexpected reply {other:?}");
+                retry_later(env, tables, settings, claim, &error).await
+            }
             Err(error @ CallError::Timeout) => {
-                retry_not_before(env, settings, claim, &error.to_string(), in_flight_wait_ms).await
+                let error = error.to_string();
+                retry_not_before(env, tables, settings, claim, &error, in_flight_wait_ms).await
             }
-            Err(error) => retry_later(env, settings, claim, &error.to_string()).await,
+            Err(error) => retry_later(env, tables, settings, claim, &error.to_string()).await,
         }
     }
 
@@ -363,29 +362,34 @@ pub trait RelaySteps {
             text(&claim.operation_key),
             int(claim.lease_token),
         ];
-        fenced_write(
-            env,
-            claim,
-            "UPDATE outbox SET status = 'done', provider_ref = ?1, completed_ms = ?2, \
-             lease_expires_ms = NULL, last_error = NULL \
-             WHERE operation_key = ?3 AND lease_token = ?4 AND status = 'pending'",
-            &params,
-        )
-        .await
+        fenced_write(env, claim, self.tables().complete_sql(), &params).await
     }
 }
 
 impl RelaySteps for Reference {}
 
-/// Extends this worker's lease to `lease_ms` from now, if it still holds it. Returns whether it
-/// does.
-async fn extend_lease(env: &dyn Env, lease_ms: i64, claim: &Claim) -> Result<bool, DbError> {
-    let changed = env
-        .execute(
-            "UPDATE outbox SET lease_expires_ms = ?1 WHERE operation_key = ?2 AND lease_token = ?3 AND status = 'pending'",
-            &[int(env.now_ms() + lease_ms), text(&claim.operation_key), int(claim.lease_token)],
-        )
-        .await?;
+/// The reference's relay over a system's own tables: every step as the reference takes it, with
+/// the statements written for `self`.
+impl RelaySteps for Tables {
+    fn tables(&self) -> &Tables {
+        self
+    }
+}
+
+/// Extends this worker's lease on `claim` in `tables` to `lease_ms` from now (a heartbeat,
+/// fenced by the token), if it still holds it. Returns whether it does.
+pub async fn extend_lease(
+    env: &dyn Env,
+    tables: &Tables,
+    lease_ms: i64,
+    claim: &Claim,
+) -> Result<bool, DbError> {
+    let params = [
+        int(env.now_ms() + lease_ms),
+        text(&claim.operation_key),
+        int(claim.lease_token),
+    ];
+    let changed = env.execute(tables.extend_lease_sql(), &params).await?;
     Ok(changed == 1)
 }
 
@@ -401,21 +405,24 @@ async fn call(
     env.call_provider(&call).await
 }
 
-/// Releases the lease and schedules the next attempt after a transient failure, or gives the
-/// obligation up once its attempts are spent.
-async fn retry_later(
+/// Releases the lease on `claim` in `tables` and schedules the next attempt after a transient
+/// failure, after the backoff its attempts call for, or gives the obligation up once its
+/// attempts are spent.
+pub async fn retry_later(
     env: &dyn Env,
+    tables: &Tables,
     settings: &RelaySettings,
     claim: &Claim,
     error: &str,
 ) -> Result<(), DbError> {
-    retry_not_before(env, settings, claim, error, 0).await
+    retry_not_before(env, tables, settings, claim, error, 0).await
 }
 
 /// [`retry_later`], with the next attempt no sooner than `wait_ms_min` from now, whatever the
 /// backoff says.
-async fn retry_not_before(
+pub async fn retry_not_before(
     env: &dyn Env,
+    tables: &Tables,
     settings: &RelaySettings,
     claim: &Claim,
     error: &str,
@@ -423,7 +430,7 @@ async fn retry_not_before(
 ) -> Result<(), DbError> {
     if claim.attempts >= settings.attempts_max {
         let reason = format!("gave up after {} attempts; last error: {error}", claim.attempts);
-        return bury(env, claim, &reason).await;
+        return bury(env, tables, claim, &reason).await;
     }
     let wait_ms = settings.backoff_ms(claim.attempts).max(wait_ms_min);
     let params = [
@@ -432,27 +439,14 @@ async fn retry_not_before(
         text(&claim.operation_key),
         int(claim.lease_token),
     ];
-    fenced_write(
-        env,
-        claim,
-        "UPDATE outbox SET next_attempt_ms = ?1, last_error = ?2, lease_expires_ms = NULL \
-         WHERE operation_key = ?3 AND lease_token = ?4 AND status = 'pending'",
-        &params,
-    )
-    .await
+    fenced_write(env, claim, tables.retry_sql(), &params).await
 }
 
-/// Moves the obligation to `dead` with a reason an operator can act on.
-async fn bury(env: &dyn Env, claim: &Claim, reason: &str) -> Result<(), DbError> {
+/// Moves the obligation of `claim` in `tables` to dead with a reason an operator can act on,
+/// if this worker still holds its lease.
+pub async fn bury(env: &dyn Env, tables: &Tables, claim: &Claim, reason: &str) -> Result<(), DbError> {
     let params = [text(reason), text(&claim.operation_key), int(claim.lease_token)];
-    fenced_write(
-        env,
-        claim,
-        "UPDATE outbox SET status = 'dead', dead_reason = ?1, lease_expires_ms = NULL \
-         WHERE operation_key = ?2 AND lease_token = ?3 AND status = 'pending'",
-        &params,
-    )
-    .await
+    fenced_write(env, claim, tables.bury_sql(), &params).await
 }
 
 /// How many times a fenced write is retried when the database is busy. The provider has already
@@ -482,52 +476,19 @@ pub async fn fenced_write(env: &dyn Env, claim: &Claim, sql: &str, params: &[Val
     }
 }
 
-/// Operator action: moves a dead obligation back to owed, keeping its key, payload and history,
-/// with a fresh budget of attempts. Returns whether a dead obligation with this key existed.
+/// Operator action: moves a dead obligation of the reference's `outbox` back to owed, keeping
+/// its key, payload and history, with a fresh budget of attempts. Returns whether a dead
+/// obligation with this key existed. A system with an outbox of its own calls
+/// [`Tables::requeue`] on its tables.
 pub async fn requeue(env: &dyn Env, operation_key: &str) -> Result<bool, DbError> {
-    let changed = env
-        .execute(
-            "UPDATE outbox SET status = 'pending', next_attempt_ms = ?1, attempts = 0, \
-             last_error = 'requeued by operator after: ' || coalesce(dead_reason, ''), \
-             dead_reason = NULL WHERE operation_key = ?2 AND status = 'dead'",
-            &[int(env.now_ms()), text(operation_key)],
-        )
-        .await?;
-    Ok(changed == 1)
+    Tables::reference().requeue(env, operation_key).await
 }
 
-/// Operator action: requeues every dead obligation, oldest first. Returns how many it requeued.
-/// A busy database is waited out (an operator's tool has nobody to hand the error to).
+/// Operator action: requeues every dead obligation of the reference's `outbox`, oldest first.
+/// Returns how many it requeued. A busy database is waited out (an operator's tool has nobody
+/// to hand the error to). See [`Tables::requeue_all_dead`] for an outbox of one's own.
 pub async fn requeue_all_dead(env: &dyn Env) -> Result<usize, DbError> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match requeue_all_dead_once(env).await {
-            Err(DbError::Busy) if tries < OPERATOR_TRIES => env.sleep_ms(100 * tries).await,
-            outcome => return outcome,
-        }
-    }
-}
-
-/// How many times an operator action is tried while the database is busy. Each try already waits
-/// out the connection's busy timeout (rusqlite's is 5 s), so three give a lock about 15 s to
-/// clear before the operator is told, rather than a tool that seems to hang.
-const OPERATOR_TRIES: i64 = 3;
-
-async fn requeue_all_dead_once(env: &dyn Env) -> Result<usize, DbError> {
-    let dead = env
-        .query(
-            "SELECT operation_key FROM outbox WHERE status = 'dead' ORDER BY created_ms, operation_key",
-            &[],
-        )
-        .await?;
-    let mut requeued = 0;
-    for row in &dead {
-        if requeue(env, row.text(0)?).await? {
-            requeued += 1;
-        }
-    }
-    Ok(requeued)
+    Tables::reference().requeue_all_dead(env).await
 }
 
 #[cfg(test)]
