@@ -17,9 +17,14 @@ use commitgap_sim::systems::ReferenceSystem;
 use commitgap_sim::systems::planted::{FutureTimestampRejected, UnverifiedSignature};
 use commitgap_sim::workload::EventSpec;
 
-/// The payments domain's invalid bodies, as the simulated attacker makes them.
-fn invalid(event: &serde_json::Value, rule: u64) -> serde_json::Value {
-    Payments.invalid_body(event, rule)
+/// The request of `attack` copied from `genuine`, as the simulated attacker makes it for a
+/// payments receiver.
+fn hostile(
+    attack: Attack,
+    genuine: commitgap::receiver::WebhookDelivery,
+) -> commitgap::receiver::WebhookDelivery {
+    hostile_request(attack, genuine, "acct-b", &Payments, DEFAULT_BODY_BYTES_MAX)
+        .expect("payments makes every attack")
 }
 
 fn payment() -> EventSpec {
@@ -85,10 +90,10 @@ fn rows_written(scenario: &Scenario) -> i64 {
 #[test]
 fn only_an_attack_that_keeps_the_genuine_signature_reads_it() {
     for attack in Attack::ALL {
-        let signed = hostile_request(attack, genuine(0), "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
+        let signed = hostile(attack, genuine(0));
         let mut unsigned = genuine(0);
         unsigned.headers.signature = String::new();
-        let from_unsigned = hostile_request(attack, unsigned, "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
+        let from_unsigned = hostile(attack, unsigned);
         assert_eq!(
             signed == from_unsigned,
             !attack.keeps_genuine_signature(),
@@ -109,7 +114,7 @@ fn every_hostile_request_is_refused_with_its_status_and_changes_nothing() {
             assert!(answer.is_success(), "{answer}");
             rows_before = rows_written(&scenario);
         }
-        let request = hostile_request(attack, genuine(0), "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
+        let request = hostile(attack, genuine(0));
         let answer = send(
             &mut scenario,
             request,
@@ -158,13 +163,7 @@ fn every_rule_an_invalid_event_breaks_is_refused_for_its_own_reason() {
             CURRENT_GENERATION,
         );
         let mut scenario = scenario(ReferenceSystem::reference());
-        let request = hostile_request(
-            Attack::InvalidEvent,
-            genuine,
-            "acct-b",
-            &invalid,
-            DEFAULT_BODY_BYTES_MAX,
-        );
+        let request = hostile(Attack::InvalidEvent, genuine);
         bodies.insert(String::from_utf8_lossy(&request.body).into_owned());
         let answer = send(
             &mut scenario,
@@ -196,7 +195,7 @@ fn a_receiver_that_skips_verification_is_caught_by_the_invariants() {
         Attack::CrossAccount,
     ] {
         let mut scenario = scenario(ReferenceSystem::new(UnverifiedSignature));
-        let request = hostile_request(attack, genuine(0), "acct-b", &invalid, DEFAULT_BODY_BYTES_MAX);
+        let request = hostile(attack, genuine(0));
         send(
             &mut scenario,
             request,

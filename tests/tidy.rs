@@ -295,6 +295,16 @@ const NAME_LIKE_WORDS: &[(&str, &str, &str)] = &[
         "\"clock-jump\"",
         "a kind of mark on the timeline page, a class its stylesheet styles",
     ),
+    (
+        "sim/src/domain/payments/mod.rs",
+        "\"reorder\"",
+        "a domain names the fault models its own situation needs, as a team's domain does (coverage checks that they exist)",
+    ),
+    (
+        "sim/src/domain/payments/mod.rs",
+        "\"late-delivery\"",
+        "a domain names the fault models its own situation needs, as a team's domain does (coverage checks that they exist)",
+    ),
 ];
 
 #[test]

@@ -30,7 +30,7 @@ use crate::record::{CommitRecord, History, StepRecord};
 use crate::rows::RowChange;
 use crate::sender::Sender;
 use crate::shape::InvariantChoice;
-use crate::system::System;
+use crate::system::{RowReader, System};
 use crate::view::DbView;
 use crate::workload::Workload;
 
@@ -68,6 +68,10 @@ pub struct CommitJournal {
     pub commits: Vec<JournalCommit>,
     /// The observed rows read at the end, apart from the journal: the replay must end in them.
     pub end: Vec<FinalRow>,
+    /// The observed tables' column names, in table order
+    /// ([`crate::final_state::read_table_columns`]): how the rows of the tables a system
+    /// declares ([`System::tables`]) are read. Other tables need none.
+    pub columns: BTreeMap<String, Vec<String>>,
     /// How far a commit's time may be from what a process's clock read at the same moment, in
     /// ms: the invariants judged by true time allow for it as they allow for clock skew.
     pub clock_uncertainty_ms: i64,
@@ -103,10 +107,12 @@ pub fn judge_commit_journal(
     let domain = system.domain();
     let reader_domain = Arc::clone(&domain);
     let reader = OperationReader::new(move |payload| reader_domain.operation_of(payload));
-    let tables = system.observed_tables();
+    let tables = &crate::system::observed_tables(system);
+    let columns = &journal.columns;
+    let row_reader = RowReader::new(system, &|table| crate::final_state::columns_given(columns, table))?;
     let decode = |table: &str, values: &[Value]| {
-        system
-            .decode_row(table, values)
+        row_reader
+            .read(system, table, values)
             .map_err(|error| format!("a journal row of {table} does not decode: {error}"))
     };
     let (judging, _) = crate::invariants::judging(&*domain, added, system.workflows(), choice)?;
@@ -301,7 +307,7 @@ impl Rows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::final_state::read_final_rows;
+    use crate::final_state::{read_final_rows, read_table_columns};
     use crate::run::{RunOptions, RunOutcome, prepare};
 
     /// What judging a run's journal found against what the simulator found.
@@ -314,7 +320,7 @@ mod tests {
     /// real processes would: from the rows the set-up left to those the run ended with.
     fn judge_run(system: &Arc<dyn System>, seed: u64, options: &RunOptions) -> Judged {
         let mut simulation = prepare(system, seed, options).unwrap();
-        let tables = system.observed_tables();
+        let tables = &crate::system::observed_tables(&**system);
         let start = {
             let mut world = simulation.world.borrow_mut();
             world.keep_commit_journal();
@@ -323,10 +329,12 @@ mod tests {
         let outcome = simulation.run().unwrap();
         let mut world = simulation.world.borrow_mut();
         let end = read_final_rows(world.database_mut().setup_connection(), tables).unwrap();
+        let columns = read_table_columns(world.database_mut().setup_connection(), tables).unwrap();
         let journal = CommitJournal {
             start,
             commits: world.commit_journal().to_vec(),
             end,
+            columns,
             // The simulator's commits are timed by true time; its processes' clocks are off by
             // at most the furthest skew of the run.
             clock_uncertainty_ms: world.history().clock_offset_max_ms,
@@ -459,6 +467,7 @@ mod tests {
                 start,
                 commits,
                 end,
+                columns: BTreeMap::new(),
                 clock_uncertainty_ms: 0,
             },
             &[],

@@ -170,7 +170,8 @@ impl SimConfig {
             None => drawn,
         };
         self.tenants = draw("tenants", shape.tenants, self.tenants);
-        self.orders_per_tenant = draw("orders", shape.orders, self.orders_per_tenant);
+        // The stream keeps its first name, so a shape draws the same counts it always did.
+        self.orders_per_tenant = draw("orders", shape.subjects, self.orders_per_tenant);
         self.receivers = draw("receivers", shape.receivers, self.receivers);
         self.relay_workers = draw("relay-workers", shape.relay_workers, self.relay_workers);
         self.updates_per_order = shape.updates;

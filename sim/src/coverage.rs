@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use commitgap::env::Value;
 use serde::Serialize;
 
-use crate::domain::payments::{OrderStatus, status_of};
+use crate::domain::{Domain, DomainSituation};
 use crate::faults;
 use crate::system::{ObligationStatus, ObservedRow};
 use crate::view::{DbView, RowDiff};
@@ -49,13 +49,11 @@ pub enum Situation {
     BusyOnBegin,
     /// A relay worker looked its key up and found an effect it had not been told about.
     ReconciledByLookup,
-    /// A refund was applied to an order still awaiting its payment.
-    RefundBeforePayment,
 }
 
 impl Situation {
     /// Every situation, in the order reports list them.
-    pub const ALL: [Situation; 12] = [
+    pub const ALL: [Situation; 11] = [
         Situation::LostAckThenRetry,
         Situation::KeyExpiredWhileOwed,
         Situation::StaleWorkerFencedOut,
@@ -67,7 +65,6 @@ impl Situation {
         Situation::ProviderReplyLost,
         Situation::BusyOnBegin,
         Situation::ReconciledByLookup,
-        Situation::RefundBeforePayment,
     ];
 
     /// The situation's short name, as written in reports.
@@ -84,7 +81,6 @@ impl Situation {
             Situation::ProviderReplyLost => "provider-reply-lost",
             Situation::BusyOnBegin => "busy-on-begin",
             Situation::ReconciledByLookup => "reconciled-by-lookup",
-            Situation::RefundBeforePayment => "refund-before-payment",
         }
     }
 
@@ -120,7 +116,6 @@ impl Situation {
             Situation::ReconciledByLookup => {
                 "a relay worker looked its key up and found the effect it had not been told about"
             }
-            Situation::RefundBeforePayment => "a refund was applied to an order still awaiting its payment",
         }
     }
 
@@ -150,16 +145,15 @@ impl Situation {
             Situation::ProviderReplyLost => &[faults::lost_ack::KIND.name],
             Situation::BusyOnBegin => &[],
             Situation::ReconciledByLookup => &[faults::lost_ack::KIND.name, faults::provider_slow::KIND.name],
-            Situation::RefundBeforePayment => &[faults::reorder::KIND.name, faults::late_delivery::KIND.name],
         }
     }
 
-    /// The domain a situation belongs to, if it is one domain's: a sweep of systems in other
-    /// domains cannot reach it, and is not warned that it did not.
-    pub fn domain(self) -> Option<&'static str> {
-        match self {
-            Situation::RefundBeforePayment => Some(crate::domain::payments::NAME),
-            _ => None,
+    /// The situation as a report lists it beside a domain's own.
+    fn note(self) -> DomainSituation {
+        DomainSituation {
+            name: self.name().to_owned(),
+            description: self.description().to_owned(),
+            needs: self.needs().iter().map(|&name| name.to_owned()).collect(),
         }
     }
 
@@ -186,6 +180,8 @@ struct Claim {
 #[derive(Debug, Default)]
 pub struct Probes {
     counts: [u64; Situation::ALL.len()],
+    /// How often each of the domain's own situations was reached, by name.
+    domain_counts: BTreeMap<String, u64>,
     /// Sender streams whose 2xx answer, given after the receipt committed, never settled them.
     unsettled_successes: BTreeSet<usize>,
     /// `(account, event_id)` of receipts a commit deleted, until the event is delivered again.
@@ -208,12 +204,25 @@ impl Probes {
         self.counts[situation as usize]
     }
 
-    /// Every situation reached at least once, by name.
+    /// How often the domain's situation `name` was reached so far.
+    pub fn count_named(&self, name: &str) -> u64 {
+        match Situation::from_name(name) {
+            Some(situation) => self.count(situation),
+            None => self.domain_counts.get(name).copied().unwrap_or(0),
+        }
+    }
+
+    /// Every situation reached at least once, the pattern's and the domain's, by name.
     pub fn reached(&self) -> BTreeMap<String, u64> {
         Situation::ALL
             .into_iter()
             .filter(|&situation| self.count(situation) > 0)
             .map(|situation| (situation.name().to_owned(), self.count(situation)))
+            .chain(
+                self.domain_counts
+                    .iter()
+                    .map(|(name, &count)| (name.clone(), count)),
+            )
             .collect()
     }
 
@@ -247,8 +256,8 @@ impl Probes {
     }
 
     /// Looks at one commit of `process_id`: purged receipts, leases taken and written under, and
-    /// refunds that overtook their payment.
-    pub fn committed(&mut self, process_id: &str, diffs: &[RowDiff], view: &DbView) {
+    /// moves of an entity that reach one of `domain`'s situations.
+    pub fn committed(&mut self, process_id: &str, diffs: &[RowDiff], view: &DbView, domain: &dyn Domain) {
         for diff in diffs {
             match (&diff.before, &diff.after) {
                 (Some(ObservedRow::Receipt(receipt)), None) => {
@@ -275,10 +284,11 @@ impl Probes {
                     }
                 }
                 (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after)))
-                    if status_of(&before.state) == Some(OrderStatus::AwaitingPayment)
-                        && status_of(&after.state) == Some(OrderStatus::Refunded) =>
+                    if before.state != after.state =>
                 {
-                    self.reach(Situation::RefundBeforePayment);
+                    if let Some(name) = domain.situation_of_move(&before.state, &after.state) {
+                        *self.domain_counts.entry(name.to_owned()).or_default() += 1;
+                    }
                 }
                 _ => {}
             }
@@ -381,8 +391,12 @@ pub struct SweepCoverage {
     pub situations: BTreeMap<String, Tally>,
     /// Invariants not checked against the system, with why (it lacks a workflow they assume).
     pub invariants_left_out: BTreeMap<String, String>,
+    /// The attacker's requests never sent, by attack, with why (the domain cannot make them).
+    pub attacks_left_out: BTreeMap<String, String>,
     /// The domains of the systems whose runs were added.
     pub domains: std::collections::BTreeSet<String>,
+    /// The situations of those domains, as each declared them, after the pattern's.
+    domain_situations: Vec<DomainSituation>,
     /// What the report says of each fault model of the registry the sweep ran with.
     kinds: Vec<KindNote>,
 }
@@ -426,7 +440,9 @@ impl SweepCoverage {
                 .map(|situation| (situation.name().to_owned(), Tally::default()))
                 .collect(),
             invariants_left_out: BTreeMap::new(),
+            attacks_left_out: BTreeMap::new(),
             domains: std::collections::BTreeSet::new(),
+            domain_situations: Vec::new(),
         }
     }
 }
@@ -442,6 +458,10 @@ pub struct SeedCoverage<'a> {
     pub situations: &'a BTreeMap<String, u64>,
     /// Invariants not checked, with why.
     pub invariants_left_out: &'a [(String, String)],
+    /// The attacker's requests never sent, with why.
+    pub attacks_left_out: &'a [(String, String)],
+    /// The situations the system's domain declares (see [`Domain::situations`]).
+    pub domain_situations: &'a [DomainSituation],
     /// The domain of the system that ran.
     pub domain: &'a str,
 }
@@ -452,9 +472,22 @@ impl SweepCoverage {
         self.seeds += 1;
         if !self.domains.contains(outcome.domain) {
             self.domains.insert(outcome.domain.to_owned());
+            for declared in outcome.domain_situations {
+                if !self
+                    .domain_situations
+                    .iter()
+                    .any(|known| known.name == declared.name)
+                {
+                    self.situations.entry(declared.name.clone()).or_default();
+                    self.domain_situations.push(declared.clone());
+                }
+            }
         }
         for (name, why) in outcome.invariants_left_out {
             self.invariants_left_out.insert(name.clone(), why.clone());
+        }
+        for (attack, why) in outcome.attacks_left_out {
+            self.attacks_left_out.insert(attack.clone(), why.clone());
         }
         for (name, settings) in outcome.faults {
             // A model without an on/off switch is on whenever it is configured.
@@ -476,10 +509,10 @@ impl SweepCoverage {
         for (name, &count) in outcome.situations {
             self.situations.entry(name.clone()).or_default().add(count);
         }
-        for situation in Situation::ALL {
-            let needs = situation.needs();
+        for situation in self.situation_notes() {
+            let needs = &situation.needs;
             let on = needs.iter().any(|name| {
-                outcome.faults.get(*name).is_some_and(|settings| {
+                outcome.faults.get(name).is_some_and(|settings| {
                     settings
                         .get("enabled")
                         .and_then(serde_json::Value::as_bool)
@@ -487,11 +520,11 @@ impl SweepCoverage {
                 })
             });
             if on {
-                let tally = self.situations.entry(situation.name().to_owned()).or_default();
+                let tally = self.situations.entry(situation.name.clone()).or_default();
                 tally.seeds_with_its_faults += 1;
                 if outcome
                     .situations
-                    .get(situation.name())
+                    .get(situation.name.as_str())
                     .is_some_and(|&count| count > 0)
                 {
                     tally.reached_with_its_faults += 1;
@@ -515,17 +548,31 @@ impl SweepCoverage {
         self.faults_fired.get(name).copied().unwrap_or_default()
     }
 
-    fn situation(&self, situation: Situation) -> Tally {
-        self.situations.get(situation.name()).copied().unwrap_or_default()
+    fn situation(&self, name: &str) -> Tally {
+        self.situations.get(name).copied().unwrap_or_default()
+    }
+
+    /// Every situation a report lists: the pattern's, then the domains' own.
+    fn situation_notes(&self) -> Vec<DomainSituation> {
+        Situation::ALL
+            .into_iter()
+            .map(Situation::note)
+            .chain(self.domain_situations.iter().cloned())
+            .collect()
     }
 
     /// The situations no seed reached, in report order.
-    pub fn never_reached(&self) -> Vec<&'static str> {
-        Situation::ALL
+    pub fn never_reached(&self) -> Vec<String> {
+        self.situation_notes()
             .into_iter()
-            .filter(|&situation| self.situation(situation).count == 0)
-            .map(Situation::name)
+            .filter(|situation| self.situation(&situation.name).count == 0)
+            .map(|situation| situation.name)
             .collect()
+    }
+
+    /// How many situations the report lists: the pattern's and the domains' own.
+    pub fn situations_listed(&self) -> usize {
+        Situation::ALL.len() + self.domain_situations.len()
     }
 
     /// The fault models that fired in no seed, in registry order.
@@ -544,27 +591,28 @@ impl SweepCoverage {
             .iter()
             .map(|name| format!("{name} {}", self.fault(name).count))
             .collect();
-        let reached: Vec<String> = Situation::ALL
-            .into_iter()
+        let situations = self.situation_notes();
+        let reached: Vec<String> = situations
+            .iter()
             .map(|situation| {
-                let tally = self.situation(situation);
+                let tally = self.situation(&situation.name);
                 format!(
                     "{} {} (in {} seed{})",
-                    situation.name(),
+                    situation.name,
                     tally.count,
                     tally.seeds,
                     if tally.seeds == 1 { "" } else { "s" }
                 )
             })
             .collect();
-        let with_faults: Vec<String> = Situation::ALL
-            .into_iter()
+        let with_faults: Vec<String> = situations
+            .iter()
             .filter_map(|situation| {
-                let tally = self.situation(situation);
+                let tally = self.situation(&situation.name);
                 (tally.seeds_with_its_faults > 0).then(|| {
                     format!(
                         "{} {}% ({} of {})",
-                        situation.name(),
+                        situation.name,
                         tally.reached_with_its_faults * 100 / tally.seeds_with_its_faults,
                         tally.reached_with_its_faults,
                         tally.seeds_with_its_faults
@@ -602,7 +650,12 @@ impl SweepCoverage {
         let left_out = self
             .invariants_left_out
             .iter()
-            .map(|(name, why)| format!("not checked: {name}, since {why}"));
+            .map(|(name, why)| format!("not checked: {name}, since {why}"))
+            .chain(
+                self.attacks_left_out
+                    .iter()
+                    .map(|(attack, why)| format!("not sent: the attacker's {attack} request, since {why}")),
+            );
         left_out
             .chain(self.never_fired()
             .into_iter()
@@ -619,19 +672,16 @@ impl SweepCoverage {
     /// One sentence for each situation never reached and each fault model that never fired,
     /// saying why where the counts tell.
     pub fn warnings(&self) -> Vec<String> {
-        let mut warnings: Vec<String> = Situation::ALL
-            .into_iter()
-            .filter(|&situation| self.situation(situation).count == 0)
-            // A situation of one domain is no gap in a sweep of systems in another.
-            .filter(|situation| {
-                situation
-                    .domain()
-                    .is_none_or(|domain| self.domains.is_empty() || self.domains.contains(domain))
-            })
+        // A domain's situations are listed only for the domains swept, so one domain's is never
+        // a gap in a sweep of systems in another.
+        let mut warnings: Vec<String> = self
+            .situation_notes()
+            .iter()
+            .filter(|situation| self.situation(&situation.name).count == 0)
             .map(|situation| {
                 format!(
                     "never reached: {} ({})",
-                    situation.name(),
+                    situation.name,
                     self.why_never_reached(situation)
                 )
             })
@@ -669,8 +719,8 @@ impl SweepCoverage {
             .is_some_and(|kind| kind.acts_only_on_faulty_systems)
     }
 
-    fn why_never_reached(&self, situation: Situation) -> String {
-        let needs = situation.needs();
+    fn why_never_reached(&self, situation: &DomainSituation) -> String {
+        let needs = &situation.needs;
         if needs.is_empty() {
             return "no fault model is needed for it, yet no run got there".to_owned();
         }
@@ -692,7 +742,7 @@ impl SweepCoverage {
             return format!("{}, but never led there", fired.join(", "));
         }
         let on: u64 = needs.iter().map(|name| self.fault(name).on_in_seeds).sum();
-        let silent = match needs {
+        let silent = match needs.as_slice() {
             [only] => format!("the {only} fault fired 0 times"),
             _ => format!("none of {} fired", needs.join(", ")),
         };
@@ -736,17 +786,43 @@ mod tests {
         };
         let no_settings = BTreeMap::new();
         let none = BTreeMap::new();
-        let seed = |domain| SeedCoverage {
+        let payments = crate::domain::payments().situations();
+        let seed = |domain, domain_situations| SeedCoverage {
             faults: &no_settings,
             faults_fired: &none,
             situations: &none,
             invariants_left_out: &[],
+            attacks_left_out: &[],
+            domain_situations,
             domain,
         };
-        coverage.add(seed("ci"));
+        coverage.add(seed("ci", &[]));
         assert!(!never_refunded(&coverage), "{:#?}", coverage.warnings());
-        coverage.add(seed("payments"));
+        assert!(
+            !coverage.lines()[1].contains("refund-before-payment"),
+            "{:?}",
+            coverage.lines()
+        );
+        coverage.add(seed("payments", &payments));
         assert!(never_refunded(&coverage), "{:#?}", coverage.warnings());
+        assert!(
+            coverage.lines()[1].ends_with("refund-before-payment 0 (in 0 seeds)"),
+            "{:?}",
+            coverage.lines()
+        );
+    }
+
+    #[test]
+    fn the_payments_situations_need_built_in_fault_models() {
+        for situation in crate::domain::payments().situations() {
+            for fault in &situation.needs {
+                assert!(
+                    faults::built_in().iter().any(|kind| kind.name == fault),
+                    "{}: {fault}",
+                    situation.name
+                );
+            }
+        }
     }
 
     #[test]
@@ -775,6 +851,8 @@ mod tests {
                 faults_fired: &none,
                 situations,
                 invariants_left_out: &[],
+                attacks_left_out: &[],
+                domain_situations: &[],
                 domain: "payments",
             });
         }

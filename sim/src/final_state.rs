@@ -28,7 +28,7 @@ use crate::record::{CommitRecord, History, StepRecord};
 use crate::rows::RowChange;
 use crate::sender::Sender;
 use crate::shape::InvariantChoice;
-use crate::system::System;
+use crate::system::{RowReader, System};
 use crate::view::{DbView, RowDiff};
 use crate::workload::Workload;
 
@@ -55,6 +55,9 @@ pub struct FinalState {
     pub effects: Vec<LedgerEntry>,
     /// The idempotency keys the provider was still processing a request for.
     pub keys_in_progress: Vec<String>,
+    /// The observed tables' column names, in table order ([`read_table_columns`]): how the rows
+    /// of the tables a system declares ([`System::tables`]) are read. Other tables need none.
+    pub columns: BTreeMap<String, Vec<String>>,
     /// Every `(account, event_id)` whose receipt the check saw committed during the run. The
     /// final receipts are added to it, since each was certainly received.
     pub ever_received: BTreeSet<(String, String)>,
@@ -106,13 +109,14 @@ pub fn judge_final_state(
     let reader = OperationReader::new(move |payload| reader_domain.operation_of(payload));
     let FinalState {
         rows,
+        columns,
         effects,
         keys_in_progress,
         mut ever_received,
         dead_at_requeue,
         now_ms,
     } = state;
-    let (db, diffs) = view_of(system, reader.clone(), rows)?;
+    let (db, diffs) = view_of(system, reader.clone(), rows, &columns)?;
     // A final receipt was received, whether or not the check's polling saw it: the simulator's
     // history holds every receipt ever committed, and so must this one.
     ever_received.extend(
@@ -163,8 +167,9 @@ fn view_of(
     system: &dyn System,
     reader: OperationReader,
     rows: Vec<FinalRow>,
+    columns: &BTreeMap<String, Vec<String>>,
 ) -> Result<(DbView, Vec<RowDiff>), String> {
-    let tables = system.observed_tables();
+    let tables = &crate::system::observed_tables(system);
     let mut places = BTreeSet::new();
     let mut changes = Vec::with_capacity(rows.len());
     for row in rows {
@@ -191,9 +196,9 @@ fn view_of(
         });
     }
     let mut db = DbView::new(reader);
+    let rows = RowReader::new(system, &|table| columns_given(columns, table))?;
     let decode = |table: &str, values: &[Value]| {
-        system
-            .decode_row(table, values)
+        rows.read(system, table, values)
             .map_err(|error| format!("a final row of {table} does not decode: {error}"))
     };
     let diffs = db.apply(&decode, tables, changes)?;
@@ -250,6 +255,34 @@ fn cannot_judge(kind: InvariantKind) -> &'static str {
     }
 }
 
+/// The column names of each of `tables` on `connection`, in table order, for
+/// [`FinalState::columns`] and [`crate::commit_journal::CommitJournal::columns`].
+pub fn read_table_columns(
+    connection: &rusqlite::Connection,
+    tables: &[&str],
+) -> Result<BTreeMap<String, Vec<String>>, String> {
+    tables
+        .iter()
+        .map(|table| {
+            Ok((
+                (*table).to_owned(),
+                crate::system::table_columns(connection, table)?,
+            ))
+        })
+        .collect()
+}
+
+/// The column names `columns` gives for `table`, or why a declared table cannot be read without
+/// them.
+pub(crate) fn columns_given(
+    columns: &BTreeMap<String, Vec<String>>,
+    table: &str,
+) -> Result<Vec<String>, String> {
+    columns.get(table).cloned().ok_or_else(|| {
+        format!("the column names of declared table {table} are missing (read them with read_table_columns)")
+    })
+}
+
 /// Every row of `tables` on `connection`, table by table in rowid order, each with its values in
 /// table order: a real database's final rows, for [`FinalState::rows`]. Read as the simulator
 /// reads the rows a system's set-up left, so that both decode alike.
@@ -289,7 +322,9 @@ mod tests {
     /// stopped holds a lock that keeps readers out).
     fn final_state_of(system: &dyn System, simulation: &Simulation) -> Option<FinalState> {
         let mut world = simulation.world.borrow_mut();
-        let rows = read_final_rows(world.database_mut().setup_connection(), system.observed_tables()).ok()?;
+        let tables = crate::system::observed_tables(system);
+        let rows = read_final_rows(world.database_mut().setup_connection(), &tables).ok()?;
+        let columns = read_table_columns(world.database_mut().setup_connection(), &tables).ok()?;
         let effects = world
             .provider()
             .effects()
@@ -303,6 +338,7 @@ mod tests {
             .collect();
         Some(FinalState {
             rows,
+            columns,
             effects,
             keys_in_progress: world.provider().keys_in_progress().cloned().collect(),
             ever_received: world.history().ever_received.clone(),

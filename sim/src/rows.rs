@@ -153,3 +153,108 @@ pub enum ObligationStatus {
     /// Given up on; waits for an operator.
     Dead,
 }
+
+/// A row given in table order beside its table's column names, read by name: how the rows of
+/// the tables a system declares ([`commitgap::tables`]) are read, whatever order their columns
+/// stand in.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedRow<'a, C: AsRef<str>> {
+    /// The table the row belongs to.
+    pub table: &'a str,
+    /// The table's column names, in table order.
+    pub columns: &'a [C],
+    /// The row's values, in table order.
+    pub values: &'a [Value],
+}
+
+impl<C: AsRef<str>> NamedRow<'_, C> {
+    fn value(&self, name: &str) -> Result<&Value, String> {
+        self.columns
+            .iter()
+            .position(|column| column.as_ref() == name)
+            .and_then(|index| self.values.get(index))
+            .ok_or_else(|| format!("{}: row has no column {name}", self.table))
+    }
+
+    /// The text in column `name`.
+    pub fn text(&self, name: &str) -> Result<String, String> {
+        match self.value(name)? {
+            Value::Text(text) => Ok(text.clone()),
+            other => Err(format!("{}.{name}: expected text, found {other:?}", self.table)),
+        }
+    }
+
+    /// The text in column `name`, or `None` for `NULL`.
+    pub fn opt_text(&self, name: &str) -> Result<Option<String>, String> {
+        match self.value(name)? {
+            Value::Null => Ok(None),
+            _ => self.text(name).map(Some),
+        }
+    }
+
+    /// The integer in column `name`.
+    pub fn int(&self, name: &str) -> Result<i64, String> {
+        match self.value(name)? {
+            Value::Integer(value) => Ok(*value),
+            other => Err(format!(
+                "{}.{name}: expected an integer, found {other:?}",
+                self.table
+            )),
+        }
+    }
+
+    /// The integer in column `name`, or `None` for `NULL`.
+    pub fn opt_int(&self, name: &str) -> Result<Option<i64>, String> {
+        match self.value(name)? {
+            Value::Null => Ok(None),
+            _ => self.int(name).map(Some),
+        }
+    }
+}
+
+impl ReceiptRow {
+    /// A row of the receipt table `declared`, read by its declared column names.
+    pub fn read<C: AsRef<str>>(
+        declared: &commitgap::tables::ReceiptTable,
+        row: &NamedRow<'_, C>,
+    ) -> Result<ReceiptRow, String> {
+        Ok(ReceiptRow {
+            account: row.text(declared.account)?,
+            event_id: row.text(declared.event_id)?,
+            received_ms: Some(row.int(declared.received_ms)?),
+        })
+    }
+}
+
+impl ObligationRow {
+    /// A row of the outbox `declared`, read by its declared column names and status values. A
+    /// dead reason kept in the last error's column is read only from a dead obligation.
+    pub fn read<C: AsRef<str>>(
+        declared: &commitgap::tables::OutboxTable,
+        row: &NamedRow<'_, C>,
+    ) -> Result<ObligationRow, String> {
+        let status = row.text(declared.status)?;
+        let status = match status.as_str() {
+            owed if owed == declared.owed => ObligationStatus::Owed,
+            done if done == declared.done => ObligationStatus::Done,
+            dead if dead == declared.dead => ObligationStatus::Dead,
+            other => return Err(format!("{}: unknown status {other:?}", row.table)),
+        };
+        let shares_a_column = declared.dead_reason == declared.last_error;
+        let dead_reason = if shares_a_column && status != ObligationStatus::Dead {
+            None
+        } else {
+            row.opt_text(declared.dead_reason)?
+        };
+        Ok(ObligationRow {
+            operation_key: row.text(declared.operation_key)?,
+            payload: row.text(declared.payload)?,
+            status,
+            lease_token: row.int(declared.lease_token)?,
+            lease_owner: row.opt_text(declared.lease_owner)?,
+            lease_expires_ms: row.opt_int(declared.lease_expires_ms)?,
+            next_attempt_ms: row.opt_int(declared.next_attempt_ms)?,
+            dead_reason,
+        })
+    }
+}

@@ -107,14 +107,17 @@ impl FromStr for CountRange {
 pub struct WorkloadShape {
     /// Tenants, each with one sender account.
     pub tenants: Option<CountRange>,
-    /// Orders awaiting payment per tenant.
-    pub orders: Option<CountRange>,
+    /// Business entities per tenant, the subjects its events are about (payments: orders
+    /// awaiting payment). Shape files may still call it `orders`.
+    #[serde(alias = "orders")]
+    pub subjects: Option<CountRange>,
     /// Receiver processes.
     pub receivers: Option<CountRange>,
     /// Relay worker processes.
     pub relay_workers: Option<CountRange>,
-    /// Amount-update events per order, on top of its story (a payment, a payment and a refund,
-    /// a cancellation, or nothing): updates are what "the newest state wins" is tested with.
+    /// Update events per entity, on top of its story (payments: amount updates of an order, on
+    /// top of a payment, a payment and a refund, a cancellation, or nothing): updates are what
+    /// "the newest state wins" is tested with.
     pub updates: Option<CountRange>,
     /// The sender's retry contract.
     pub sender: Option<SenderPreset>,
@@ -133,9 +136,10 @@ pub struct WorkloadShape {
     pub invariants: Option<Vec<String>>,
     /// These invariants never judge the runs.
     pub without_invariants: Vec<String>,
-    /// Never put values at the receiver's limits (`SimConfig::edge_values`: an order name of 128
-    /// characters, an amount of 10^12 cents, an event created at time 0, a body at the configured
-    /// limit), for a receiver whose own documented limits are stricter than the reference's.
+    /// Never put values at the receiver's limits (`SimConfig::edge_values`: a name of 128
+    /// characters, an event created at time 0, a body at the configured limit, and the domain's
+    /// own, such as the payments amount of 10^12 cents), for a receiver whose own documented
+    /// limits are stricter than the reference's.
     pub no_edge_values: bool,
 }
 
@@ -164,7 +168,7 @@ impl WorkloadShape {
     pub fn check(&self, known: &[String]) -> Result<(), String> {
         let counts = [
             ("tenants", self.tenants, limits::TENANTS_MAX),
-            ("orders", self.orders, limits::ORDERS_PER_TENANT_MAX),
+            ("subjects", self.subjects, limits::ORDERS_PER_TENANT_MAX),
             ("receivers", self.receivers, limits::PROCESSES_MAX),
             ("relay-workers", self.relay_workers, limits::PROCESSES_MAX),
         ];
@@ -183,10 +187,10 @@ impl WorkloadShape {
             ));
         }
         let largest = u64::from(self.tenants.map_or(3, |range| range.max))
-            * u64::from(self.orders.map_or(4, |range| range.max));
+            * u64::from(self.subjects.map_or(4, |range| range.max));
         if largest > limits::ORDERS_MAX {
             return Err(format!(
-                "tenants x orders may reach {largest} orders; allowed at most {} (a bound on a run's memory and time)",
+                "tenants x subjects may reach {largest} subjects; allowed at most {} (a bound on a run's memory and time)",
                 limits::ORDERS_MAX
             ));
         }
@@ -241,7 +245,7 @@ impl WorkloadShape {
         }
         for (flag, range) in [
             ("tenants", self.tenants),
-            ("orders", self.orders),
+            ("subjects", self.subjects),
             ("receivers", self.receivers),
             ("relay-workers", self.relay_workers),
             ("updates", self.updates),
@@ -337,17 +341,17 @@ mod tests {
         let known = vec!["crash".to_owned(), "lost-ack".to_owned()];
         let shape = WorkloadShape {
             tenants: Some(CountRange { min: 4, max: 8 }),
-            orders: Some(CountRange { min: 5, max: 8 }),
+            subjects: Some(CountRange { min: 5, max: 8 }),
             faults: Some(vec!["crash".to_owned()]),
             ..WorkloadShape::default()
         };
         assert_eq!(shape.check(&known), Ok(()));
         assert!(shape.allows_fault("crash") && !shape.allows_fault("lost-ack"));
         let too_many = WorkloadShape {
-            orders: Some(CountRange { min: 5, max: 9 }),
+            subjects: Some(CountRange { min: 5, max: 9 }),
             ..shape.clone()
         };
-        assert!(too_many.check(&known).unwrap_err().contains("72 orders"));
+        assert!(too_many.check(&known).unwrap_err().contains("72 subjects"));
         let unknown = WorkloadShape {
             without_faults: vec!["crsh".to_owned()],
             ..WorkloadShape::default()

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use commitgap::receiver::{WebhookDelivery, secrets_setting};
 use commitgap::signature::{self, DEFAULT_TOLERANCE_S, SigningSecret, WebhookHeaders};
 
+use crate::domain::Domain;
 use crate::faults::Attack;
 use sha2::{Digest, Sha256};
 
@@ -117,14 +118,16 @@ pub fn unsigned_delivery(
 /// what an attacker who saw it on the wire, or a buggy sender, would post (see
 /// [`crate::faults::Attack`]). `other_account` is an account the cross-account request names.
 /// Only an attack that [keeps the genuine signature](Attack::keeps_genuine_signature) reads
-/// `genuine`'s signature.
+/// `genuine`'s signature. Every attack that changes business data asks `domain` how (an
+/// unknown type, a tampered value, another account, an invalid event); `None` when the domain
+/// cannot make this attack, which is then off for it.
 pub fn hostile_request(
     attack: Attack,
     genuine: WebhookDelivery,
     other_account: &str,
-    invalid: &dyn Fn(&serde_json::Value, u64) -> serde_json::Value,
+    domain: &dyn Domain,
     body_bytes_max: usize,
-) -> WebhookDelivery {
+) -> Option<WebhookDelivery> {
     let account = genuine.endpoint.clone();
     let id = genuine.headers.id.clone();
     let timestamp_s: i64 = genuine.headers.timestamp.parse().unwrap_or(0);
@@ -132,12 +135,9 @@ pub fn hostile_request(
     let resign = |body: Vec<u8>, timestamp_s: i64, generation: u32| {
         signed_delivery(&account, &id, timestamp_s, body, generation)
     };
-    let with_field = |field: &str, value: serde_json::Value| {
-        let mut json = body_json();
-        json[field] = value;
-        json.to_string().into_bytes()
-    };
-    match attack {
+    let resign_json =
+        |json: serde_json::Value| resign(json.to_string().into_bytes(), timestamp_s, CURRENT_GENERATION);
+    let request = match attack {
         Attack::ForgedSignature => {
             // A well-formed `v1` entry made with a key the attacker guessed.
             let guess = SigningSecret::from_bytes(b"an attacker's guess at the secret");
@@ -145,62 +145,62 @@ pub fn hostile_request(
             forged.headers.signature = signature::sign(&guess, &id, timestamp_s, &genuine.body);
             forged
         }
-        Attack::TamperedBody => {
-            let json = body_json();
-            let body = match json.get("amount_cents").and_then(serde_json::Value::as_i64) {
-                Some(amount) => with_field("amount_cents", (amount + 1).into()),
-                None => {
-                    let order = json
-                        .get("order")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("order");
-                    with_field("order", format!("{order}-x").into())
-                }
-            };
-            WebhookDelivery {
-                body,
-                ..genuine.clone()
-            }
-        }
+        Attack::TamperedBody => WebhookDelivery {
+            body: domain.tampered_body(&body_json()).to_string().into_bytes(),
+            ..genuine.clone()
+        },
         Attack::StaleReplay => resign(
             genuine.body.clone(),
             timestamp_s - DEFAULT_TOLERANCE_S - 3_600,
             CURRENT_GENERATION,
         ),
         Attack::RetiredSecret => resign(genuine.body.clone(), timestamp_s, RETIRED_GENERATION),
-        Attack::CrossAccount => resign(
-            with_field("account", other_account.into()),
-            timestamp_s,
-            CURRENT_GENERATION,
-        ),
+        Attack::CrossAccount => resign_json(domain.cross_account_body(&body_json(), other_account)?),
         Attack::MalformedBody => resign(first_half(&genuine.body), timestamp_s, CURRENT_GENERATION),
         Attack::OversizedBody => resign(
             padded_to(genuine.body.clone(), body_bytes_max.saturating_add(1)),
             timestamp_s,
             CURRENT_GENERATION,
         ),
-        Attack::UnknownType => resign(
-            with_field("type", "invoice.paid".into()),
-            timestamp_s,
-            CURRENT_GENERATION,
-        ),
-        Attack::InvalidEvent => resign(
-            invalid_event(&body_json(), &id, invalid),
-            timestamp_s,
-            CURRENT_GENERATION,
-        ),
+        Attack::UnknownType => resign_json(domain.unknown_type_body(&body_json())?),
+        Attack::InvalidEvent => resign_json(invalid_event(&body_json(), &id, domain)),
         Attack::ReusedEventId => {
-            let created_ms = body_json()
+            let mut json = body_json();
+            let created_ms = json
                 .get("created_ms")
                 .and_then(serde_json::Value::as_i64)
                 .unwrap_or(0);
-            resign(
-                with_field("created_ms", (created_ms + 1).into()),
-                timestamp_s,
-                CURRENT_GENERATION,
-            )
+            json["created_ms"] = (created_ms + 1).into();
+            resign_json(json)
         }
+    };
+    Some(request)
+}
+
+/// The attacks `domain` cannot make from `event`'s body, each with why, for the coverage
+/// report: a domain declares no event type it refuses, or its bodies name no account.
+pub fn attacks_left_out(domain: &dyn Domain, event: &crate::workload::EventSpec) -> Vec<(Attack, String)> {
+    let body = serde_json::from_str::<serde_json::Value>(&domain.body(event)).unwrap_or_default();
+    let mut left_out = Vec::new();
+    if domain.unknown_type_body(&body).is_none() {
+        left_out.push((
+            Attack::UnknownType,
+            format!(
+                "domain {} names no event type its receiver refuses (Domain::unknown_type_body)",
+                domain.name()
+            ),
+        ));
     }
+    if domain.cross_account_body(&body, "acct-elsewhere").is_none() {
+        left_out.push((
+            Attack::CrossAccount,
+            format!(
+                "domain {} writes no account into its bodies (Domain::cross_account_body)",
+                domain.name()
+            ),
+        ));
+    }
+    left_out
 }
 
 /// The first half of the JSON document in `body`: half of the document, not of a body padded
@@ -210,15 +210,11 @@ fn first_half(body: &[u8]) -> Vec<u8> {
     document[..document.len() / 2].to_vec()
 }
 
-/// `event` made invalid by one of its domain's rules (`invalid`), each just past its limit;
-/// which rule is chosen by the delivery's id, so a run's attacks try them all.
-fn invalid_event(
-    event: &serde_json::Value,
-    webhook_id: &str,
-    invalid: &dyn Fn(&serde_json::Value, u64) -> serde_json::Value,
-) -> Vec<u8> {
+/// `event` made invalid by one of its domain's rules; which rule is chosen by the delivery's
+/// id, so a run's attacks try them all.
+fn invalid_event(event: &serde_json::Value, webhook_id: &str, domain: &dyn Domain) -> serde_json::Value {
     let rule = webhook_id.bytes().map(u64::from).sum::<u64>();
-    invalid(event, rule).to_string().into_bytes()
+    domain.invalid_body(event, rule)
 }
 
 /// `body`, a JSON document, followed by as many spaces as make it exactly `length_bytes` long;
@@ -272,9 +268,16 @@ mod tests {
             br#"{"account":"acct-a","type":"payment.succeeded"}"#.to_vec(),
             CURRENT_GENERATION,
         );
-        let keep = |event: &serde_json::Value, _rule: u64| event.clone();
+        let payments = crate::domain::payments();
         for limit in [1_000, 65_536, 1 << 20] {
-            let oversized = hostile_request(Attack::OversizedBody, genuine.clone(), "acct-b", &keep, limit);
+            let oversized = hostile_request(
+                Attack::OversizedBody,
+                genuine.clone(),
+                "acct-b",
+                &*payments,
+                limit,
+            )
+            .unwrap();
             assert_eq!(oversized.body.len(), limit + 1);
         }
     }

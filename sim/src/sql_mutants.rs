@@ -573,6 +573,10 @@ impl System for MutatedSystem {
         self.inner.body_bytes_max()
     }
 
+    fn tables(&self) -> Option<commitgap::tables::Tables> {
+        self.inner.tables()
+    }
+
     fn observed_tables(&self) -> &[&'static str] {
         self.inner.observed_tables()
     }

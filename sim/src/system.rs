@@ -5,6 +5,12 @@
 //! [`ObservedRow`]s, which is all the invariants look at. The reference system and every planted
 //! bug implement it in `systems/`; a team's own receiver and relay implement it in their crate.
 //!
+//! A system that declares where its receipts and obligations live ([`System::tables`]) gets the
+//! pattern's machinery over them: the simulator reads those tables' rows itself
+//! ([`RowReader`]), and the relay worker, the purge and the operator's requeue default to the
+//! reference's over them, so the team writes its business step, its decoder for its own tables
+//! and its domain.
+//!
 //! An implementation must do all its I/O through the `Env` it is given (anything else escapes
 //! the scheduler and breaks determinism), must not keep state between calls outside the database
 //! (a crash would not clear it), and must identify lease owners by `Env::process_id`.
@@ -14,6 +20,7 @@ use std::rc::Rc;
 use commitgap::env::{DbError, Env, LocalBoxFuture, Value};
 use commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap::relay::RelaySettings;
+use commitgap::tables::Tables;
 
 use crate::domain::Domain;
 
@@ -74,25 +81,61 @@ pub trait System: Send + Sync {
         )))
     }
 
-    /// Handles one webhook delivery and answers it.
+    /// Where the system keeps its receipts and its obligations, if it declares them
+    /// ([`Tables`]: the tables' and columns' names and the outbox's status values). The
+    /// simulator then reads those tables' rows itself, so [`System::decode_row`] and
+    /// [`System::observed_tables`] need cover only the system's other tables, and
+    /// [`System::run_relay_worker`], [`System::purge_receipts`] and
+    /// [`System::requeue_dead_obligations`] default to the pattern's over them. Before the
+    /// first run, every statement the pattern needs is prepared against the schema, and a
+    /// declaration that does not fit it stops the run with SQLite's reason. `None`, the default:
+    /// the system decodes every row it observes itself.
+    fn tables(&self) -> Option<Tables> {
+        None
+    }
+
+    /// Handles one webhook delivery and answers it. A system with its own business and declared
+    /// tables usually hands the delivery to
+    /// [`commitgap::receiver::receive_business`] with its business step.
     fn handle_delivery(&self, env: Rc<dyn Env>, delivery: WebhookDelivery)
     -> LocalBoxFuture<'static, Answer>;
 
-    /// Runs one relay worker until the process stops (the future is then dropped).
-    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()>;
+    /// Runs one relay worker until the process stops (the future is then dropped). The default
+    /// is the reference's relay ([`commitgap::relay::run_worker_with`]) over the declared
+    /// [`System::tables`], or over the reference's `outbox` when none are declared.
+    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
+        let tables = self.tables().unwrap_or_else(|| Tables::reference().clone());
+        Box::pin(async move { commitgap::relay::run_worker_with(&tables, &*env, &settings).await })
+    }
 
     /// Deletes the receipts received before `older_than_ms`, and no others. The receipt rows'
     /// own received time ([`crate::rows::ReceiptRow::received_ms`]) is what
     /// `purge-keeps-retention` compares with the cutoff; a purge whose statement fails may leave
-    /// receipts for its next run.
-    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()>;
+    /// receipts for its next run. The default deletes from the declared receipt table, or from
+    /// the reference's `receipts` when none is declared.
+    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
+        let tables = self.tables().unwrap_or_else(|| Tables::reference().clone());
+        Box::pin(async move {
+            if let Err(error) = tables.purge_receipts(&*env, older_than_ms).await {
+                env.log(&format!("purge failed: {error}"));
+            }
+        })
+    }
 
     /// The operator's recovery after an incident: moves every dead obligation back to owed. The
-    /// simulator runs it once after heal. The default does nothing (a system without a requeue
-    /// workflow).
+    /// simulator runs it once after heal, when [`System::workflows`] says the system has the
+    /// workflow (by default it does). The default requeues the dead obligations of the declared
+    /// outbox ([`Tables::requeue_all_dead`]); without declared tables it does nothing, and a
+    /// system without the workflow says so in [`System::workflows`].
     fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
-        let _ = env;
-        Box::pin(async {})
+        let tables = self.tables();
+        Box::pin(async move {
+            let Some(tables) = tables else { return };
+            match tables.requeue_all_dead(&*env).await {
+                Ok(count) => env.log(&format!("operator requeued {count} dead obligations")),
+                Err(error) => env.log(&format!("operator requeue failed: {error}")),
+            }
+        })
     }
 
     /// True when the web framework commits a transaction the handler left open after the answer
@@ -123,12 +166,105 @@ pub trait System: Send + Sync {
     }
 
     /// The tables whose rows [`System::decode_row`] understands. Changes to other tables are not
-    /// observed.
+    /// observed. The declared [`System::tables`] are observed without being listed here.
     fn observed_tables(&self) -> &[&'static str];
 
     /// Maps one row of `table`, with its column values in table order, to what the invariants
-    /// check. An `Err` is a bug in the decoder or the schema and stops the run.
+    /// check. An `Err` is a bug in the decoder or the schema and stops the run. It is never
+    /// asked about the declared [`System::tables`], whose rows the simulator reads itself.
     fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String>;
+}
+
+/// Every table the simulator observes of `system`: its declared receipt and outbox tables
+/// ([`System::tables`]), then the ones it lists itself, each once.
+pub fn observed_tables(system: &dyn System) -> Vec<&'static str> {
+    let declared = system
+        .tables()
+        .map(|tables| [tables.receipts.table, tables.outbox.table]);
+    let mut observed: Vec<&'static str> = declared.into_iter().flatten().collect();
+    for table in system.observed_tables() {
+        if !observed.contains(table) {
+            observed.push(table);
+        }
+    }
+    observed
+}
+
+/// How the rows of a system's observed tables read as the invariants see them: the declared
+/// receipt and outbox tables ([`System::tables`]) by their column names, every other table
+/// through the system's own [`System::decode_row`].
+#[derive(Debug, Clone, Default)]
+pub struct RowReader {
+    /// The declared tables, with each one's column names in table order.
+    declared: Option<(Tables, Vec<String>, Vec<String>)>,
+}
+
+impl RowReader {
+    /// The reader of `system`'s rows, where `columns_of` gives a table's column names in table
+    /// order (as SQLite's `pragma_table_info` lists them).
+    pub fn new(
+        system: &dyn System,
+        columns_of: &dyn Fn(&str) -> Result<Vec<String>, String>,
+    ) -> Result<RowReader, String> {
+        let Some(tables) = system.tables() else {
+            return Ok(RowReader::default());
+        };
+        let receipts = columns_of(tables.receipts.table)?;
+        let outbox = columns_of(tables.outbox.table)?;
+        Ok(RowReader {
+            declared: Some((tables, receipts, outbox)),
+        })
+    }
+
+    /// The reader of `system`'s rows in the database `connection` opens, after checking that
+    /// the declared tables fit its schema (every statement the pattern runs on them prepares).
+    pub fn of_database(system: &dyn System, connection: &rusqlite::Connection) -> Result<RowReader, String> {
+        if let Some(tables) = system.tables() {
+            tables
+                .check_schema(connection)
+                .map_err(|error| format!("system {}: {error}", system.name()))?;
+        }
+        RowReader::new(system, &|table| table_columns(connection, table))
+    }
+
+    /// One row of `table`, with its values in table order, as the invariants see it.
+    pub fn read(&self, system: &dyn System, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
+        match &self.declared {
+            Some((tables, columns, _)) if table == tables.receipts.table => {
+                let row = crate::rows::NamedRow {
+                    table,
+                    columns,
+                    values,
+                };
+                ReceiptRow::read(&tables.receipts, &row).map(ObservedRow::Receipt)
+            }
+            Some((tables, _, columns)) if table == tables.outbox.table => {
+                let row = crate::rows::NamedRow {
+                    table,
+                    columns,
+                    values,
+                };
+                ObligationRow::read(&tables.outbox, &row).map(ObservedRow::Obligation)
+            }
+            _ => system.decode_row(table, values),
+        }
+    }
+}
+
+/// The column names of `table` in `connection`'s schema, in table order.
+pub fn table_columns(connection: &rusqlite::Connection, table: &str) -> Result<Vec<String>, String> {
+    let columns = connection
+        .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+        .and_then(|mut statement| {
+            statement
+                .query_map([table], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .map_err(|error| format!("cannot read the columns of {table}: {error}"))?;
+    if columns.is_empty() {
+        return Err(format!("table {table:?} does not exist"));
+    }
+    Ok(columns)
 }
 
 pub use crate::workload::{Fixtures, SubjectFixture};

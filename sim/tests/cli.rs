@@ -356,7 +356,15 @@ fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() 
     assert_eq!(fired.len(), commitgap_sim::faults::built_in().len());
     assert!(fired["crash"]["count"].is_u64() && fired["crash"]["seeds"].is_u64());
     let situations = coverage["situations"].as_object().unwrap();
-    assert_eq!(situations.len(), commitgap_sim::coverage::Situation::ALL.len());
+    // The pattern's situations, then the reference's domain's own (payments).
+    let payments = commitgap_sim::domain::payments().situations();
+    assert_eq!(
+        situations.len(),
+        commitgap_sim::coverage::Situation::ALL.len() + payments.len()
+    );
+    for situation in &payments {
+        assert!(situations.contains_key(&situation.name), "{situations:?}");
+    }
     let never_reached: Vec<&str> = coverage["never_reached"]
         .as_array()
         .unwrap()

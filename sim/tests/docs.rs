@@ -286,12 +286,22 @@ fn the_system_table_matches_the_registry() {
 
 #[test]
 fn the_coverage_situation_table_matches_the_probes() {
+    // The pattern's situations, then the reference's domain's own.
     let expected: Vec<Expected> = Situation::ALL
         .into_iter()
         .map(|situation| Expected {
             name: situation.name().to_owned(),
             columns: vec![("what reaching it means", situation.description().to_owned())],
         })
+        .chain(
+            commitgap_sim::domain::payments()
+                .situations()
+                .into_iter()
+                .map(|situation| Expected {
+                    name: situation.name,
+                    columns: vec![("what reaching it means", situation.description)],
+                }),
+        )
         .collect();
     check_table("docs/guide.md", "## Coverage: what a sweep reached", &expected);
 }

@@ -1,4 +1,4 @@
-//! The workload is the user's: `--sender`, `--tenants`, `--orders` and the other shape flags
+//! The workload is the user's: `--sender`, `--tenants`, `--subjects` (or `--orders`) and the other shape flags
 //! narrow what each seed draws, bad values are one line with exit 2, the configuration drawn is
 //! what seed files record (so a file replays with no flags), and every printed `replay --seed`
 //! command carries the flags that draw the same configuration again.
@@ -69,7 +69,7 @@ fn a_seed_file_records_the_shaped_configuration_and_replays_without_flags() {
     assert_eq!(output.status.code(), Some(1));
     let stdout = text(&output.stdout);
     assert!(
-        stdout.contains("replay --seed 0 --system receipt-first --backend memdb --sender github --tenants 4..5 --orders 2 --without-faults crash,lost-ack"),
+        stdout.contains("replay --seed 0 --system receipt-first --backend memdb --sender github --tenants 4..5 --subjects 2 --without-faults crash,lost-ack"),
         "{stdout}"
     );
     let path = directory.join("receipt-first-0.json");
@@ -98,7 +98,7 @@ fn a_seed_file_records_the_shaped_configuration_and_replays_without_flags() {
         "github",
         "--tenants",
         "4..5",
-        "--orders",
+        "--subjects",
         "2",
         "--without-faults",
         "crash,lost-ack",
@@ -119,7 +119,7 @@ fn bad_shapes_exit_2_with_one_line() {
         (&["sweep", "--tenants", "0..2"], "allowed 1..26"),
         (&["sweep", "--updates", "2..4"], "allowed 0..3"),
         (&["sweep", "--tenants", "27"], "allowed 1..26"),
-        (&["sweep", "--tenants", "8", "--orders", "9"], "72 orders"),
+        (&["sweep", "--tenants", "8", "--orders", "9"], "72 subjects"),
         (
             &["sweep", "--sender", "gitlab"],
             "unknown sender preset \"gitlab\"",
@@ -213,7 +213,7 @@ fn the_liveness_bounds_grow_with_the_streams_unless_a_file_turns_that_off() {
     let output = commitgap(&["replay", fixed.to_str().unwrap(), "--from", "seed"]);
     let stdout = text(&output.stdout);
     assert!(
-        stdout.contains("UNSETTLED: did not settle within 20 steps after heal"),
+        stdout.contains("UNSETTLED: did not settle within 20 steps taken while work was due after heal"),
         "{stdout}"
     );
     assert!(stdout.contains("still pending: "), "{stdout}");

@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use commitgap_sim::commit_journal::{CommitJournal, JournalChange, JournalCommit};
-use commitgap_sim::final_state::{FinalRow, read_final_rows};
+use commitgap_sim::final_state::{FinalRow, read_final_rows, read_table_columns};
 use commitgap_sim::rusqlite::{Connection, OpenFlags};
-use commitgap_sim::system::System;
+use commitgap_sim::system::{System, observed_tables, table_columns};
 
 use crate::connection_labels::{INDEX_TABLE, PROCESS_FUNCTION, TRANSACTION_FUNCTION};
 
@@ -53,8 +53,8 @@ pub fn start_journal(path: &Path, system: &dyn System) -> Result<Vec<FinalRow>, 
              at_ms INTEGER NOT NULL
          );"
     );
-    for table in system.observed_tables() {
-        let columns = columns_of(&connection, table)?;
+    for table in observed_tables(system) {
+        let columns = table_columns(&connection, table)?;
         let new: Vec<String> = columns.iter().map(|column| format!("NEW.\"{column}\"")).collect();
         let new = new.join(", ");
         let index = |row: &str, deleted: u8| {
@@ -82,18 +82,7 @@ pub fn start_journal(path: &Path, system: &dyn System) -> Result<Vec<FinalRow>, 
     connection
         .execute_batch(&sql)
         .map_err(|error| format!("cannot start the commit journal: {error}"))?;
-    read_final_rows(&connection, system.observed_tables())
-}
-
-/// The column names of `table`, in table order.
-pub(super) fn columns_of(connection: &Connection, table: &str) -> Result<Vec<String>, String> {
-    let mut statement = connection
-        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
-        .map_err(|error| format!("{table}: {error}"))?;
-    statement
-        .query_map([], |row| row.get::<_, String>(0))
-        .and_then(Iterator::collect)
-        .map_err(|error| format!("{table}: {error}"))
+    read_final_rows(&connection, &observed_tables(system))
 }
 
 /// The journal of the database at `path`, from `start` (what [`start_journal`] returned) to
@@ -109,7 +98,8 @@ pub fn read_journal(
     let read_error =
         |error: commitgap_sim::rusqlite::Error| format!("cannot read the commit journal: {error}");
     let mut values: BTreeMap<i64, Vec<commitgap_sim::commitgap::env::Value>> = BTreeMap::new();
-    for table in system.observed_tables() {
+    let tables = observed_tables(system);
+    for table in &tables {
         let copies = format!("{VALUES_PREFIX}{table}");
         for row in read_final_rows(&connection, &[copies.as_str()])? {
             let mut row_values = row.values;
@@ -169,6 +159,7 @@ pub fn read_journal(
         start,
         commits,
         end,
+        columns: read_table_columns(&connection, &tables)?,
         clock_uncertainty_ms: CLOCK_UNCERTAINTY_MS,
     })
 }

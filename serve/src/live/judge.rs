@@ -11,17 +11,21 @@
 //! adds to the database, in tables and triggers of its own, before any process starts. It must
 //! not otherwise write to the database.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use commitgap_sim::final_state::{FinalJudgement, FinalRow, FinalState, judge_final_state, read_final_rows};
+use commitgap_sim::final_state::{
+    FinalJudgement, FinalRow, FinalState, judge_final_state, read_final_rows, read_table_columns,
+};
 use commitgap_sim::invariants::{Invariant, InvariantChoice};
 use commitgap_sim::provider::LedgerEntry;
 use commitgap_sim::rusqlite::{Connection, OpenFlags};
 use commitgap_sim::sender::Sender;
-use commitgap_sim::system::{ObligationStatus, ObservedRow, System};
+use commitgap_sim::system::{
+    ObligationStatus, ObservedRow, RowReader, System, observed_tables, table_columns,
+};
 use commitgap_sim::workload::Workload;
 
 use crate::provider_double::LedgerEffect;
@@ -30,6 +34,8 @@ use crate::provider_double::LedgerEffect;
 pub struct Snapshot {
     /// Every row of the system's observed tables.
     pub rows: Vec<FinalRow>,
+    /// The observed tables' column names, in table order.
+    pub columns: BTreeMap<String, Vec<String>>,
     /// `(account, event id)` of every receipt.
     pub receipts: BTreeSet<(String, String)>,
     /// Operation keys of the obligations still owed.
@@ -45,15 +51,18 @@ pub fn snapshot(path: &Path, system: &dyn System) -> Result<Snapshot, String> {
     connection
         .busy_timeout(Duration::from_secs(5))
         .map_err(|error| format!("{}: {error}", path.display()))?;
-    let rows = read_final_rows(&connection, system.observed_tables())?;
+    let tables = observed_tables(system);
+    let rows = read_final_rows(&connection, &tables)?;
+    let reader = RowReader::new(system, &|table| table_columns(&connection, table))?;
     let mut snapshot = Snapshot {
         rows: Vec::new(),
+        columns: read_table_columns(&connection, &tables)?,
         receipts: BTreeSet::new(),
         owed: Vec::new(),
         dead: BTreeSet::new(),
     };
     for row in &rows {
-        match system.decode_row(&row.table, &row.values)? {
+        match reader.read(system, &row.table, &row.values)? {
             ObservedRow::Receipt(receipt) => {
                 snapshot.receipts.insert((receipt.account, receipt.event_id));
             }
@@ -83,8 +92,8 @@ const DELETED_PREFIX: &str = "live_deleted_";
 pub fn keep_deleted_rows(path: &Path, system: &dyn System) -> Result<(), String> {
     let connection =
         Connection::open(path).map_err(|error| format!("cannot open {}: {error}", path.display()))?;
-    for table in system.observed_tables() {
-        let columns = super::journal::columns_of(&connection, table)?;
+    for table in observed_tables(system) {
+        let columns = table_columns(&connection, table)?;
         let old: Vec<String> = columns.iter().map(|column| format!("OLD.\"{column}\"")).collect();
         let sql = format!(
             "CREATE TABLE \"{DELETED_PREFIX}{table}\" AS SELECT * FROM \"{table}\" WHERE 0;
@@ -104,10 +113,11 @@ pub fn deleted_receipts(path: &Path, system: &dyn System) -> Result<BTreeSet<(St
     let connection = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
     let mut receipts = BTreeSet::new();
-    for table in system.observed_tables() {
+    let reader = RowReader::new(system, &|table| table_columns(&connection, table))?;
+    for table in observed_tables(system) {
         let copies = format!("{DELETED_PREFIX}{table}");
         for row in read_final_rows(&connection, &[copies.as_str()])? {
-            if let ObservedRow::Receipt(receipt) = system.decode_row(table, &row.values)? {
+            if let ObservedRow::Receipt(receipt) = reader.read(system, table, &row.values)? {
                 receipts.insert((receipt.account, receipt.event_id));
             }
         }
@@ -144,6 +154,7 @@ pub fn judge(
     ever_received.extend(last.receipts);
     let state = FinalState {
         rows: last.rows,
+        columns: last.columns,
         effects: evidence
             .effects
             .into_iter()

@@ -798,28 +798,23 @@ fn workload(system: &Arc<dyn System>, options: &Options) -> Workload {
         return drawn;
     }
     // As the simulator's fan-out and twin-events models reshape a workload, from streams of
-    // their own.
-    let model = domain.model(&drawn);
-    let owes_work = |event: &EventSpec| {
-        let key = (event.account.clone(), event.event_id.clone());
-        model.owed.values().any(|owed| owed.events.contains(&key))
-    };
+    // their own: a twin is what the domain says a second event for one fact looks like, created
+    // and delivered up to a second (compressed) after the original.
     let Workload {
         fixtures, mut events, ..
     } = drawn;
     let share = Ratio::new(1, 5);
     if options.has(LiveFault::TwinEvents) {
         let mut rng = SimRng::stream(args.seed, "live/twin-events");
-        let owing: Vec<usize> = (0..events.len())
-            .filter(|&index| owes_work(&events[index]))
+        let twins: Vec<(usize, EventSpec)> = (0..events.len())
+            .filter_map(|index| Some((index, domain.twin(&events[index])?)))
             .collect();
-        for index in owing {
+        for (index, mut twin) in twins {
             if rng.chance(share) {
-                let mut twin = events[index].clone();
                 twin.event_id = Workload::next_event_id(&events, &twin.account);
                 let delay_ms = rng.between(0, 1_000) * i64::from(args.compression);
-                twin.created_ms += delay_ms;
-                twin.deliver_at_ms += delay_ms;
+                twin.created_ms = events[index].created_ms + delay_ms;
+                twin.deliver_at_ms = events[index].deliver_at_ms + delay_ms;
                 twin.extra_deliveries.clear();
                 events.push(twin);
             }

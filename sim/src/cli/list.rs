@@ -128,4 +128,12 @@ fn list(app: &App) {
     for situation in Situation::ALL {
         say!("situation  {:<42} {}", situation.name(), situation.description());
     }
+    let mut listed_situations = std::collections::BTreeSet::new();
+    for domain in &domains {
+        for situation in domain.situations() {
+            if listed_situations.insert(situation.name.clone()) {
+                say!("situation  {:<42} {}", situation.name, situation.description);
+            }
+        }
+    }
 }

@@ -130,16 +130,16 @@ struct ShapeArgs {
     /// Tenants (one sender account each): N or MIN..MAX.
     #[arg(long, value_name = "RANGE")]
     tenants: Option<CountRange>,
-    /// Orders awaiting payment per tenant: N or MIN..MAX.
-    #[arg(long, value_name = "RANGE")]
-    orders: Option<CountRange>,
+    /// Business entities per tenant, the subjects events are about: N or MIN..MAX. `--orders` is the same flag.
+    #[arg(long, value_name = "RANGE", alias = "orders")]
+    subjects: Option<CountRange>,
     /// Receiver processes: N or MIN..MAX.
     #[arg(long, value_name = "RANGE")]
     receivers: Option<CountRange>,
     /// Relay worker processes: N or MIN..MAX.
     #[arg(long, value_name = "RANGE")]
     relay_workers: Option<CountRange>,
-    /// Amount-update events per order, on top of its payment, refund or cancellation: N or MIN..MAX, at most 3.
+    /// Update events per entity, on top of its story: N or MIN..MAX, at most 3.
     #[arg(long, value_name = "RANGE")]
     updates: Option<CountRange>,
     /// How long the provider keeps an idempotency key, in milliseconds.
@@ -163,7 +163,7 @@ struct ShapeArgs {
     /// These invariants never judge the runs (comma-separated).
     #[arg(long, value_name = "A,B")]
     without_invariants: Option<String>,
-    /// Never put values at the receiver's limits (a 128-character order name, an amount of 10^12 cents, an event created at time 0, a body at the configured limit), for a receiver with stricter limits.
+    /// Never put values at the receiver's limits (a 128-character name, an event created at time 0, a body at the configured limit, and the domain's own), for a receiver with stricter limits.
     #[arg(long)]
     no_edge_values: bool,
 }
@@ -210,9 +210,12 @@ impl App {
 fn run(app: &App) -> i32 {
     use clap::{CommandFactory, FromArgMatches};
     keep_freed_memory();
-    let command = Cli::command()
-        .name(app.name().to_owned())
-        .bin_name(app.name().to_owned());
+    let command = in_domain_words(
+        Cli::command()
+            .name(app.name().to_owned())
+            .bin_name(app.name().to_owned()),
+        app,
+    );
     let cli = match command
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches))
@@ -236,6 +239,41 @@ fn run(app: &App) -> i32 {
             2
         }
     }
+}
+
+/// `command` with the workload flags' help in the words of the domain of the program's first
+/// system, so a team's `--help` speaks of its own business.
+fn in_domain_words(command: clap::Command, app: &App) -> clap::Command {
+    let words = app.systems()[0].domain().words();
+    let helps = [
+        (
+            "subjects",
+            format!(
+                "Subjects per tenant: {}. N or MIN..MAX (`--orders` is the same flag)",
+                words.subjects
+            ),
+        ),
+        (
+            "updates",
+            format!("Updates: {}. N or MIN..MAX, at most 3", words.updates),
+        ),
+        (
+            "no_edge_values",
+            format!(
+                "Never put values at the receiver's limits ({}), for a receiver with stricter limits",
+                words.edge_values
+            ),
+        ),
+    ];
+    command.mut_subcommands(|subcommand| {
+        helps.iter().fold(subcommand, |subcommand, (id, help)| {
+            if subcommand.get_arguments().any(|arg| arg.get_id() == id) {
+                subcommand.mut_arg(id, |arg| arg.help(help.clone()))
+            } else {
+                subcommand
+            }
+        })
+    })
 }
 
 /// Prints clap's verdict: help and version in full, a usage error as one line.
@@ -308,7 +346,7 @@ fn resolve_shape(app: &App, args: &ShapeArgs) -> Result<WorkloadShape, UsageErro
     }
     let from_flags = WorkloadShape {
         tenants: args.tenants,
-        orders: args.orders,
+        subjects: args.subjects,
         receivers: args.receivers,
         relay_workers: args.relay_workers,
         updates: args.updates,
@@ -378,7 +416,7 @@ fn overlay(base: WorkloadShape, top: WorkloadShape) -> WorkloadShape {
     without_faults.extend(top.without_faults);
     WorkloadShape {
         tenants: top.tenants.or(base.tenants),
-        orders: top.orders.or(base.orders),
+        subjects: top.subjects.or(base.subjects),
         receivers: top.receivers.or(base.receivers),
         relay_workers: top.relay_workers.or(base.relay_workers),
         updates: top.updates.or(base.updates),

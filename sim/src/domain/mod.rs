@@ -22,7 +22,7 @@ pub mod payments;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::record::CommitRecord;
+use crate::record::{CommitRecord, History};
 use crate::view::DbView;
 use crate::workload::Fixtures;
 use crate::workload::{EventSpec, Workload};
@@ -41,6 +41,13 @@ pub trait Domain: Send + Sync {
     /// `list --contract` prints them after the pattern's.
     fn rules(&self) -> Vec<String>;
 
+    /// How the workload's flags read in this business, for a program's `--help`: what its
+    /// subjects are (`--subjects`), what an update event is (`--updates`), and which of its
+    /// values edge values put at the receiver's limits (`--no-edge-values`).
+    fn words(&self) -> DomainWords {
+        DomainWords::default()
+    }
+
     /// The fixtures and the events of the run of `seed` with `settings`. Events may come in any
     /// order; each needs an id unique within its account, and a creation time inside
     /// `0..settings.emit_window_ms`. Draw only from [`SimRng::stream`]s of `seed`.
@@ -54,9 +61,8 @@ pub trait Domain: Send + Sync {
         event.standard_body(&self.event_type(event), "subject")
     }
 
-    /// Whether `event` is of a kind that may owe an operation (payments: a payment). Fault models
-    /// that send one fact twice under two ids (`twin-events`) twin these. The default: every
-    /// event.
+    /// Whether `event` is of a kind that may owe an operation (payments: a payment). The
+    /// default [`Domain::twin`] twins these. The default: every event.
     fn owes_work(&self, event: &EventSpec) -> bool {
         let _ = event;
         true
@@ -67,6 +73,10 @@ pub trait Domain: Send + Sync {
     fn model(&self, workload: &Workload) -> Model;
 
     /// Whether an entity may move from `before` to `after` (both of one entity) in one commit.
+    /// `state-moves-along-allowed-transitions` asks it for every commit that changes an entity's
+    /// state in any way: its name, or any field within a state of the same name (a version that
+    /// must only grow, an amount). Return true for every change the business allows, the ones
+    /// that keep the name included.
     fn may_become(&self, before: &EntityState, after: &EntityState) -> bool;
 
     /// Whether a correct receiver must refuse `event` for good, and how. `None`: it must accept
@@ -79,7 +89,7 @@ pub trait Domain: Send + Sync {
     fn operation_of(&self, payload: &str) -> Result<String, String>;
 
     /// A body that is not a valid event of this domain, made from a genuine one, for the
-    /// attacker's invalid-event request; `rule` chooses among the domain's ways of breaking it
+    /// attacker's `invalid-event` request; `rule` chooses among the domain's ways of breaking it
     /// (any number; take it modulo yours). The default breaks what every event has: its id and
     /// creation time.
     fn invalid_body(&self, event: &serde_json::Value, rule: u64) -> serde_json::Value {
@@ -92,12 +102,83 @@ pub trait Domain: Send + Sync {
         event
     }
 
-    /// Checks that the work of `event`, whose receipt is committed, is committed too. The default
-    /// asks the model: every operation `event` owes for certain has an obligation. A domain whose
-    /// events owe work only in some states says so here.
-    fn check_receipt_work(&self, db: &DbView, model: &Model, event: &EventSpec) -> Result<(), String> {
-        for operation in model.certainly_owed_by(&event.account, &event.event_id) {
-            if db.obligations_for(operation).next().is_none() {
+    /// A body of an event type this domain does not have, made from a genuine one (`event`), for
+    /// the attacker's `unknown-type` request, which a correct receiver refuses with a 4xx.
+    /// `None`, the default, turns that attack off for this domain, and a sweep's coverage says
+    /// so: a type the framework made up might be one the business really sends, and a receiver
+    /// that acknowledges types it does not handle (as Stripe advises) must not be judged by it.
+    /// A domain whose receiver refuses unknown types returns the genuine body with a type it
+    /// never sends, written where its bodies carry their type.
+    fn unknown_type_body(&self, event: &serde_json::Value) -> Option<serde_json::Value> {
+        let _ = event;
+        None
+    }
+
+    /// The body of the attacker's `tampered-body` request: a genuine body (`event`) with a value
+    /// changed after it was signed, sent with the genuine signature, so a receiver that checks
+    /// signatures refuses it whatever changed. Change what an attacker would want changed (an
+    /// amount, a quantity). The default changes the event's id, which a receiver that skips the
+    /// check takes as a new event.
+    fn tampered_body(&self, event: &serde_json::Value) -> serde_json::Value {
+        let mut event = event.clone();
+        let id = event["id"].as_str().unwrap_or("evt").to_owned();
+        event["id"] = format!("{id}-x").into();
+        event
+    }
+
+    /// The body of the attacker's `cross-account` request: a genuine body (`event`) that names
+    /// `other_account` instead of its own, signed for its own endpoint, which a correct receiver
+    /// refuses with a 403. The default writes `other_account` into the body's `account` field,
+    /// where [`EventSpec::standard_body`] puts it, and is `None` (the attack off for this
+    /// domain) for a body without one: a field the receiver never reads would leave the request
+    /// a genuine event.
+    fn cross_account_body(
+        &self,
+        event: &serde_json::Value,
+        other_account: &str,
+    ) -> Option<serde_json::Value> {
+        let mut event = event.clone();
+        let field = event.get_mut("account")?;
+        *field = other_account.into();
+        Some(event)
+    }
+
+    /// A second event, with an id of its own, that this business's sender may emit for the same
+    /// fact as `event`, for the `twin-events` fault model (Stripe sends
+    /// `checkout.session.completed` and `payment_intent.succeeded` for one payment). The
+    /// simulator gives it an id of its own and creates and first delivers it 0 to 1,000 ms after
+    /// the original, as a second event object is: it may so come after a later event about the
+    /// same entity, and the model reads it at its own creation time. `None`: the sender never
+    /// reports this event twice. The default twins the events that may owe work
+    /// ([`Domain::owes_work`]) as they are.
+    fn twin(&self, event: &EventSpec) -> Option<EventSpec> {
+        self.owes_work(event).then(|| event.clone())
+    }
+
+    /// Checks that the work of an event whose receipt is committed is committed too.
+    /// `receipt-commits-with-its-work` calls it after every step (and every commit of a journal)
+    /// for each event whose receipt exists and that the step touched: its receipt, its entity or
+    /// an obligation it owes changed. It sees the event, the committed rows, the model, the
+    /// workload and what the run remembers (every receipt that ever committed).
+    ///
+    /// The default asks the model: every operation the event owes for certain has an obligation,
+    /// once every event that owes it has committed its receipt. An operation owed only when
+    /// several events have all arrived (one kind of event following another) is demanded when
+    /// the last of them commits, whichever that is; one owed by any of several events alone
+    /// (twins) is demanded once all have arrived, and the liveness invariants judge the rest.
+    /// A domain whose events owe work only in some states says so here.
+    fn check_receipt_work(&self, work: &ReceiptWork<'_>) -> Result<(), String> {
+        let event = work.event;
+        for operation in work.model.certainly_owed_by(&event.account, &event.event_id) {
+            let owed = &work.model.owed[operation];
+            if !owed
+                .events
+                .iter()
+                .all(|(account, event_id)| work.received(account, event_id))
+            {
+                continue;
+            }
+            if work.db.obligations_for(operation).next().is_none() {
                 return Err(format!(
                     "receipt ({}, {}) is committed but no obligation for {operation} exists",
                     event.account, event.event_id
@@ -107,11 +188,103 @@ pub trait Domain: Send + Sync {
         Ok(())
     }
 
+    /// The situations worth reaching in this business, for the coverage report beside the
+    /// pattern's (payments: a refund applied before its payment). Each is counted when a
+    /// commit moves an entity as [`Domain::situation_of_move`] says, and a sweep warns about
+    /// each one it never reached. The default declares none.
+    fn situations(&self) -> Vec<DomainSituation> {
+        Vec::new()
+    }
+
+    /// The name of the situation (one of [`Domain::situations`]) that a commit moving an
+    /// entity from `before` to `after` reaches, if any. Called for every commit that changes an
+    /// entity's state, so it must be cheap.
+    fn situation_of_move(&self, before: &EntityState, after: &EntityState) -> Option<&str> {
+        let _ = (before, after);
+        None
+    }
+
     /// Checks one commit's business rules beyond the pattern's (for example "a transition to
     /// paid commits with its obligation"). The default has none.
     fn check_commit_work(&self, commit: &CommitRecord, workload: &Workload) -> Result<(), String> {
         let _ = (commit, workload);
         Ok(())
+    }
+}
+
+/// A domain's words for the workload's flags (see [`Domain::words`]), each a phrase that
+/// completes the flag's help line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainWords {
+    /// What `--subjects` counts per tenant: `orders awaiting payment`.
+    pub subjects: String,
+    /// What `--updates` adds to each subject's story: `amount-update events per order`.
+    pub updates: String,
+    /// The values at the receiver's limits that `--no-edge-values` keeps out.
+    pub edge_values: String,
+}
+
+impl Default for DomainWords {
+    fn default() -> DomainWords {
+        DomainWords {
+            subjects: "business entities, the subjects events are about".to_owned(),
+            updates: "update events per subject, on top of its story".to_owned(),
+            edge_values: "a 128-character name, an event created at time 0, a body at the configured limit"
+                .to_owned(),
+        }
+    }
+}
+
+/// A situation worth reaching, as a coverage report lists it: a domain's own, or one of the
+/// pattern's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainSituation {
+    /// Its short name, as reports write it (`refund-before-payment`).
+    pub name: String,
+    /// What reaching it means, in one line.
+    pub description: String,
+    /// The fault models that can lead there (by name); empty when ordinary concurrency is
+    /// enough. A sweep uses them to say why it was never reached.
+    pub needs: Vec<String>,
+}
+
+impl DomainSituation {
+    /// A situation called `name` that `description` explains, reached with help from the fault
+    /// models named in `needs`.
+    pub fn new(name: &str, description: &str, needs: &[&str]) -> DomainSituation {
+        DomainSituation {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            needs: needs.iter().map(|&need| need.to_owned()).collect(),
+        }
+    }
+}
+
+/// What [`Domain::check_receipt_work`] sees: the event whose receipt is committed, and what
+/// the run knows at that moment.
+#[derive(Debug, Clone, Copy)]
+pub struct ReceiptWork<'a> {
+    /// The event whose receipt is committed.
+    pub event: &'a EventSpec,
+    /// The committed rows.
+    pub db: &'a DbView,
+    /// What the domain says the run owes and ends in.
+    pub model: &'a Model,
+    /// Every event of the run, and the fixtures.
+    pub workload: &'a Workload,
+    /// What the run remembers: every receipt that ever committed, moves, leases.
+    pub history: &'a History,
+}
+
+impl ReceiptWork<'_> {
+    /// Whether event `(account, event_id)` has committed its receipt at some point in the run
+    /// (a purge since does not undo that).
+    pub fn received(&self, account: &str, event_id: &str) -> bool {
+        self.db.receipts(account, event_id).next().is_some()
+            || self
+                .history
+                .ever_received
+                .contains(&(account.to_owned(), event_id.to_owned()))
     }
 }
 

@@ -424,12 +424,14 @@ pub fn provider_faults(faults: &mut [ActiveFault], now_ms: i64, request: &Provid
 /// One fault model with its settings and decision stream. Every hook has a do-nothing default,
 /// so a model overrides only the hooks where it acts, and [`FaultModel::heal`], where it stops.
 pub trait FaultModel {
-    /// Called once before the run, to add events or change how they are delivered.
+    /// Called once before the run, to add events or change how they are delivered. A model that
+    /// makes up business data (a second event for one fact) asks `domain` how its business
+    /// would make it, never invents it.
     fn shape_workload(
         &mut self,
         _events: &mut Vec<EventSpec>,
         _context: &FaultContext,
-        _owes_work: &dyn Fn(&EventSpec) -> bool,
+        _domain: &dyn crate::domain::Domain,
     ) {
     }
 

@@ -1,9 +1,10 @@
-//! Reordering: events about one order arrive in a different order than they were created.
+//! Reordering: events about one entity arrive in a different order than they were created.
 //!
 //! Stripe does not guarantee delivery order; `updated` arrives before `created`, a refund before
 //! its payment. This model delays the first delivery of some events by up to twice the emission
-//! window, so a refund, a cancellation or an older update can overtake the events created before
-//! it. The receiver must end in the state the creation order gives, whatever the arrival order.
+//! window, so a later event (a refund, a cancellation, an older update) can overtake the events
+//! created before it. The receiver must end in the state the creation order gives, whatever the
+//! arrival order.
 
 use super::{Fault, FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio};
 use crate::rng::SimRng;
@@ -14,7 +15,7 @@ pub const KIND: FaultKind = FaultKind::of::<Reorder>();
 impl Fault for Reorder {
     const NAME: &'static str = "reorder";
     const DESCRIPTION: &'static str =
-        "events about one order arrive out of creation order (a refund before its payment)";
+        "events about one entity arrive out of creation order (an older update after a newer one)";
     type Settings = RateSettings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {
@@ -54,7 +55,7 @@ impl FaultModel for Reorder {
         &mut self,
         events: &mut Vec<EventSpec>,
         context: &FaultContext,
-        _owes_work: &dyn Fn(&EventSpec) -> bool,
+        _domain: &dyn crate::domain::Domain,
     ) {
         for event in events.iter_mut() {
             if self.rng.chance(self.settings.rate) {

@@ -60,7 +60,7 @@ impl FaultModel for SpontaneousDuplicate {
         &mut self,
         events: &mut Vec<EventSpec>,
         _context: &FaultContext,
-        _owes_work: &dyn Fn(&EventSpec) -> bool,
+        _domain: &dyn crate::domain::Domain,
     ) {
         for event in events.iter_mut() {
             if !self.rng.chance(self.settings.rate) {

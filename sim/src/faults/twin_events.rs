@@ -2,8 +2,12 @@
 //!
 //! Stripe says "some actions trigger multiple events" (`checkout.session.completed` and
 //! `payment_intent.succeeded` for one payment). Receipts cannot tell twins apart from two real
-//! payments; only the business state can. This model gives some payment events a twin: a second
-//! payment event, with an id of its own, for the same order and amount.
+//! facts; only the business state can. This model gives some events a twin, as their domain
+//! makes it ([`crate::domain::Domain::twin`]; payments: a second payment event for the same
+//! order and amount), with an id of its own, created and first delivered 0 to 1,000 ms after
+//! the original, as a second event object is (Stripe's two events for one payment carry
+//! creation times of their own). A twin may so come after a later event about the same entity.
+//! It makes up nothing the domain did not say its sender sends.
 
 use super::{Fault, FaultContext, FaultKind, FaultModel, RateSettings, TimerAction, draw_ratio};
 use crate::rng::SimRng;
@@ -13,7 +17,8 @@ pub const KIND: FaultKind = FaultKind::of::<TwinEvents>();
 
 impl Fault for TwinEvents {
     const NAME: &'static str = "twin-events";
-    const DESCRIPTION: &'static str = "one payment produces two events with different ids";
+    const DESCRIPTION: &'static str =
+        "one fact is reported by two events with different ids, as the domain says its sender does";
     type Settings = RateSettings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {
@@ -53,20 +58,19 @@ impl FaultModel for TwinEvents {
         &mut self,
         events: &mut Vec<EventSpec>,
         _context: &FaultContext,
-        owes_work: &dyn Fn(&EventSpec) -> bool,
+        domain: &dyn crate::domain::Domain,
     ) {
-        let payments: Vec<usize> = (0..events.len())
-            .filter(|&index| owes_work(&events[index]))
+        let twins: Vec<(usize, EventSpec)> = (0..events.len())
+            .filter_map(|index| Some((index, domain.twin(&events[index])?)))
             .collect();
-        for index in payments {
+        for (index, mut twin) in twins {
             if !self.rng.chance(self.settings.rate) {
                 continue;
             }
-            let mut twin = events[index].clone();
             twin.event_id = Workload::next_event_id(events, &twin.account);
             let delay_ms = self.rng.between(0, 1_000);
-            twin.created_ms += delay_ms;
-            twin.deliver_at_ms += delay_ms;
+            twin.created_ms = events[index].created_ms + delay_ms;
+            twin.deliver_at_ms = events[index].deliver_at_ms + delay_ms;
             twin.extra_deliveries.clear();
             events.push(twin);
         }

@@ -8,7 +8,7 @@
 //!
 //! The domain's half: once an event's receipt is committed, the work it stands for is committed
 //! too ([`crate::domain::Domain::check_receipt_work`]: by default, every operation the model says
-//! the event owes for certain has an obligation; for payments, a paid order has left
+//! the event owes for certain has an obligation once every event that owes it has committed; for payments, a paid order has left
 //! `awaiting_payment` and has its fulfillment), and each commit keeps the domain's own rules of
 //! what commits together ([`crate::domain::Domain::check_commit_work`]).
 
@@ -96,7 +96,13 @@ impl Invariant for ReceiptCommitsWithItsWork {
             }
             observation
                 .domain
-                .check_receipt_work(observation.db, observation.model, event)?;
+                .check_receipt_work(&crate::domain::ReceiptWork {
+                    event,
+                    db: observation.db,
+                    model: observation.model,
+                    workload: observation.workload,
+                    history: observation.history,
+                })?;
         }
         Ok(())
     }

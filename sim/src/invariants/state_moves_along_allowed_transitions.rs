@@ -3,7 +3,9 @@
 //! The domain says which moves are allowed ([`crate::domain::Domain::may_become`]); for payments,
 //! `awaiting_payment -> paid | refunded | cancelled` and `paid -> refunded`, so a refunded or
 //! cancelled order never becomes paid again, whatever arrives late. Judged on every commit that
-//! changed an entity's row, by the state before and after that commit.
+//! changed an entity's state, by the state before and after that commit: a change of a field
+//! within a state of the same name (a version that must only grow, an amount) is a move the
+//! domain is asked about too.
 
 use super::{Invariant, InvariantKind, Layer, Observation};
 use crate::system::ObservedRow;
@@ -37,7 +39,7 @@ impl Invariant for StateMovesAlongAllowedTransitions {
             for diff in &commit.diffs {
                 if let (Some(ObservedRow::Entity(before)), Some(ObservedRow::Entity(after))) =
                     (&diff.before, &diff.after)
-                    && before.state.state != after.state.state
+                    && before.state != after.state
                     && !observation.domain.may_become(&before.state, &after.state)
                 {
                     return Err(format!(
@@ -45,8 +47,8 @@ impl Invariant for StateMovesAlongAllowedTransitions {
                         commit.process_id,
                         after.tenant,
                         after.subject,
-                        before.state.state,
-                        after.state.state,
+                        before.state,
+                        after.state,
                         observation.domain.name()
                     ));
                 }

@@ -46,9 +46,15 @@ impl std::fmt::Display for Unsettled {
 
 /// The liveness phase's bounds for this run, as (virtual time, steps): the configured ones,
 /// raised to the per-stream bounds times the streams of deliveries the run has, the time raised
-/// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), the steps raised to two
-/// per idle poll of every relay worker over that time (unless the per-stream step bound is 0,
-/// which keeps the fixed one), and never past the limits every run is held to.
+/// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), and never past the limits
+/// every run is held to.
+///
+/// The step bound counts only the steps taken while work is due ([`World::has_due_work`]): a
+/// delivery, answer or request in flight, a process down, or an owed obligation whose next
+/// attempt and lease have both come. A system's steps while nothing is due (a relay polling for
+/// work, a heartbeat) are its own business: how often it polls must not decide whether a run
+/// settles, so those steps are bounded only by the virtual time and by
+/// [`crate::limits::LIVENESS_STEPS_MAX`] steps in all.
 pub fn liveness_bounds(world: &World) -> (i64, u64) {
     let streams = world.sender().streams().len() as u64;
     let config = world.config();
@@ -57,20 +63,9 @@ pub fn liveness_bounds(world: &World) -> (i64, u64) {
         .max((streams as i64).saturating_mul(config.liveness_ms_per_stream))
         .max(config.relay_waits_ms().saturating_mul(2))
         .min(crate::limits::DURATION_MS_MAX.max(config.liveness_ms_max));
-    // An idle worker polls at least once per idle_poll_max_ms, a pass and a sleep each; a world
-    // waiting days for a sender's last retry spends most of its steps there.
-    let idle_poll_steps = if config.liveness_steps_per_stream == 0 {
-        0
-    } else {
-        let polls = (time_ms / config.relay.idle_poll_max_ms.max(1)).saturating_add(1) as u64;
-        polls
-            .saturating_mul(u64::from(config.relay_workers))
-            .saturating_mul(2)
-    };
     let steps = config
         .liveness_steps_max
         .max(streams.saturating_mul(config.liveness_steps_per_stream))
-        .max(idle_poll_steps)
         .min(crate::limits::LIVENESS_STEPS_MAX.max(config.liveness_steps_max));
     (time_ms, steps)
 }
@@ -90,35 +85,48 @@ impl Simulation {
     /// in steps or in virtual time, is reached first.
     pub(super) fn liveness_phase(&mut self) -> Result<LivenessEnd, String> {
         let (liveness_ms, liveness_steps) = liveness_bounds(&self.world.borrow());
-        let (end_ms, steps_max, start_step, start_ms) = {
+        let (end_ms, all_steps_max, start_step, start_ms) = {
             let world = self.world.borrow();
             (
                 world.now_ms().saturating_add(liveness_ms),
-                world.step().saturating_add(liveness_steps),
+                world
+                    .step()
+                    .saturating_add(crate::limits::LIVENESS_STEPS_MAX.max(liveness_steps)),
                 world.step(),
                 world.now_ms(),
             )
         };
+        // Steps taken while work was due: what the step bound counts (see `liveness_bounds`).
+        let mut due_steps = 0_u64;
         loop {
-            {
+            let due = {
                 let world = self.world.borrow();
                 if world.is_quiescent() {
                     return Ok(LivenessEnd::Settled);
                 }
-                if world.now_ms() >= end_ms || world.step() >= steps_max {
+                let bound = if due_steps >= liveness_steps {
+                    Some(format!(
+                        "{liveness_steps} steps taken while work was due after heal"
+                    ))
+                } else if world.step() >= all_steps_max {
+                    Some(format!(
+                        "{} steps after heal",
+                        all_steps_max.saturating_sub(start_step)
+                    ))
+                } else if world.now_ms() >= end_ms {
+                    Some(format!(
+                        "{} of virtual time after heal",
+                        crate::trace::format_duration_ms(liveness_ms)
+                    ))
+                } else {
+                    None
+                };
+                if let Some(bound) = bound {
                     drop(world);
                     if let Some(failure) = self.stuck_at_bound(start_step, start_ms) {
                         return Ok(LivenessEnd::Failed(failure));
                     }
                     let world = self.world.borrow();
-                    let bound = if world.step() >= steps_max {
-                        format!("{liveness_steps} steps after heal")
-                    } else {
-                        format!(
-                            "{} of virtual time after heal",
-                            crate::trace::format_duration_ms(liveness_ms)
-                        )
-                    };
                     return Ok(LivenessEnd::Unsettled(Unsettled {
                         step: world.step(),
                         time_ms: world.now_ms(),
@@ -126,9 +134,13 @@ impl Simulation {
                         pending: world.pending_work(),
                     }));
                 }
-            }
+                world.has_due_work()
+            };
             if let Some(failure) = self.stuck() {
                 return Ok(LivenessEnd::Failed(failure));
+            }
+            if due {
+                due_steps += 1;
             }
             match self.step()? {
                 StepOutcome::Continue => {}

@@ -13,7 +13,7 @@
 //! here is bounded by the configuration's step and time limits.
 //!
 //! The liveness phase (its bounds, what ends it, and the verdicts only it gives) is in
-//! `liveness`.
+//! `liveness`; the database and the workload a run starts from are made in `setup`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ use commitgap::receiver::WebhookDelivery;
 use serde::{Deserialize, Serialize};
 
 use crate::config::SimConfig;
-use crate::db::{Backend, Database};
+use crate::db::Backend;
 use crate::faults::{self, ActiveFault, PointAction, ProcessRole, TimerAction};
 use crate::invariants::{Invariant, InvariantKind, Observation, StepRecord};
 use crate::registry::Registry;
@@ -42,6 +42,7 @@ use crate::world::{
 };
 
 mod liveness;
+mod setup;
 
 use liveness::LivenessEnd;
 pub use liveness::{Unsettled, liveness_bounds};
@@ -138,8 +139,13 @@ pub struct RunOutcome {
     /// Invariants not checked against the system because it lacks a workflow they assume, with
     /// why.
     pub invariants_left_out: Vec<(String, String)>,
+    /// The attacker's requests the system's domain cannot make (an unknown type where it names
+    /// none its receiver refuses), with why; empty when the attacker is off.
+    pub attacks_left_out: Vec<(String, String)>,
     /// The name of the system's domain.
     pub domain: String,
+    /// The situations the system's domain declares, for coverage.
+    pub domain_situations: Vec<crate::domain::DomainSituation>,
     /// The fault decisions that mattered, in order.
     pub fault_log: Vec<String>,
     /// Every step's record, if they were kept.
@@ -162,6 +168,8 @@ impl RunOutcome {
             faults_fired: &self.faults_fired,
             situations: &self.situations,
             invariants_left_out: &self.invariants_left_out,
+            attacks_left_out: &self.attacks_left_out,
+            domain_situations: &self.domain_situations,
             domain: &self.domain,
         }
     }
@@ -281,8 +289,9 @@ impl Simulation {
             shape_workload,
             decider,
         } = setup;
-        let observed_tables = system.observed_tables().to_vec();
+        let observed_tables = crate::system::observed_tables(&*system);
         let (db, setup_changes) = Self::set_up_database(&system, &config, &workload, &observed_tables)?;
+        let row_reader = crate::system::RowReader::of_database(&*system, db.setup_connection())?;
 
         let mut processes = Vec::new();
         for index in 1..=config.receivers {
@@ -338,6 +347,8 @@ impl Simulation {
         world.set_lock_waits(waits_for_locks, system.busy_timeout_ms());
         world.set_body_limit(system.body_bytes_max());
         world.note_invariants_left_out(left_out);
+        world.set_row_reader(row_reader);
+        world.note_attacks_left_out();
         for (fault, events) in reshaped {
             world.record_reshaping(fault, events);
         }
@@ -579,84 +590,6 @@ impl Simulation {
         })
     }
 
-    /// Opens the run's database: a copy of the image kept from an earlier run of the same set-up
-    /// when there is one, else a fresh database the system sets up (and whose image is kept).
-    fn set_up_database(
-        system: &Arc<dyn System>,
-        config: &SimConfig,
-        workload: &Workload,
-        observed_tables: &[&'static str],
-    ) -> Result<(Database, Vec<crate::db::RowChange>), String> {
-        let set_up = |connection: &rusqlite::Connection| system.set_up(connection, &workload.fixtures);
-        let two_parts = system.sets_up_in_two_parts();
-        let reused = if two_parts {
-            Database::reuse_schema(config.backend, observed_tables, system, &workload.fixtures)
-        } else {
-            Database::reuse(config.backend, observed_tables, &set_up)
-        };
-        if let Some(reused) = reused {
-            return Ok(reused);
-        }
-        let mut db = Database::create(config.backend, observed_tables)
-            .map_err(|error| format!("could not create the database: {error}"))?;
-        let failed =
-            |error: commitgap::env::DbError| format!("system {} failed to set up: {error}", system.name());
-        let schema_snapshot = if two_parts {
-            system.set_up_schema(db.setup_connection()).map_err(failed)?;
-            let snapshot = db.schema_snapshot().map_err(failed)?;
-            system
-                .load_fixtures(db.setup_connection(), &workload.fixtures)
-                .map_err(failed)?;
-            snapshot
-        } else {
-            set_up(db.setup_connection()).map_err(failed)?;
-            None
-        };
-        let setup_changes = db
-            .finish_setup()
-            .map_err(|error| format!("system {}: {error}", system.name()))?;
-        if let Some(snapshot) = schema_snapshot {
-            db.keep_schema_image(system, snapshot)
-                .map_err(|error| format!("system {}: {error}", system.name()))?;
-        }
-        db.allow_reuse();
-        Ok((db, setup_changes))
-    }
-
-    /// Lets fault models that add events or change their delivery do it once, before the run,
-    /// and counts per model how many events it delayed, fanned out or added.
-    fn shape_workload(
-        workload: Workload,
-        fault_models: &mut [ActiveFault],
-        config: &SimConfig,
-        domain: &dyn crate::domain::Domain,
-    ) -> (Workload, Vec<(&'static str, u64)>) {
-        let context = config.fault_context();
-        let Workload {
-            fixtures, mut events, ..
-        } = workload;
-        let mut reshaped = Vec::new();
-        for fault in fault_models.iter_mut() {
-            // Extra deliveries are counted when they go out; what a model changes here is
-            // counted now.
-            let before: Vec<(i64, u32)> = events
-                .iter()
-                .map(|event| (event.deliver_at_ms, event.subscriptions))
-                .collect();
-            fault.shape_workload(&mut events, &context, &|event| domain.owes_work(event));
-            let changed = before
-                .iter()
-                .zip(&events)
-                .filter(|(before, event)| **before != (event.deliver_at_ms, event.subscriptions))
-                .count();
-            let added = events.len().saturating_sub(before.len());
-            if changed + added > 0 {
-                reshaped.push((fault.name(), (changed + added) as u64));
-            }
-        }
-        (Workload::new(fixtures, events), reshaped)
-    }
-
     fn handle_event(&mut self, event: crate::world::EventId) -> Result<(), String> {
         let event = self.world.borrow_mut().take_event(event);
         match event {
@@ -862,7 +795,13 @@ impl Simulation {
             faults_fired: world.fault_counts().clone(),
             situations: world.probes().reached(),
             invariants_left_out: world.invariants_left_out().to_vec(),
+            attacks_left_out: world
+                .attacks_left_out()
+                .iter()
+                .map(|(attack, why)| (attack.name().to_owned(), why.clone()))
+                .collect(),
             domain: world.domain().name().to_owned(),
+            domain_situations: world.domain().situations(),
             fault_log: world.fault_log().to_vec(),
             trace,
             effects: world.provider().effects().len(),

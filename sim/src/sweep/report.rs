@@ -248,7 +248,7 @@ struct JsonCoverage<'a> {
     seeds: u64,
     faults_fired: &'a BTreeMap<String, FaultTally>,
     situations: &'a BTreeMap<String, Tally>,
-    never_reached: Vec<&'static str>,
+    never_reached: Vec<String>,
     never_fired: Vec<String>,
     warnings: Vec<String>,
     notes: Vec<String>,
@@ -593,7 +593,7 @@ fn xml_chars(value: &str) -> Cow<'_, str> {
 
 /// `9 of 10`: how many of the situations the sweep reached.
 fn situations_reached(coverage: &SweepCoverage) -> String {
-    let all = crate::coverage::Situation::ALL.len();
+    let all = coverage.situations_listed();
     format!("{} of {all}", all - coverage.never_reached().len())
 }
 

@@ -14,11 +14,12 @@ use commitgap::reference::Reference;
 use commitgap::relay::{RelaySettings, RelaySteps, run_worker_with};
 use commitgap::schema::{
     self, INSERT_ACCOUNT_SQL, INSERT_ORDER_SQL, ORDER_COLUMNS, OUTBOX_COLUMNS, RECEIPT_COLUMNS, SCHEMA_SQL,
-    column,
 };
+use commitgap::tables::{OutboxTable, ReceiptTable};
 
 use crate::domain::payments::{self, OrderStatus};
-use crate::system::{Fixtures, ObligationRow, ObligationStatus, ObservedRow, ReceiptRow, System};
+use crate::rows::NamedRow;
+use crate::system::{Fixtures, ObligationRow, ObservedRow, ReceiptRow, System};
 
 /// A set of receiver and relay steps the adapter can run, with what the simulator needs to know
 /// about it besides them.
@@ -179,17 +180,25 @@ impl<V: Variant> System for ReferenceSystem<V> {
 }
 
 /// Decodes a row of the reference schema. Public so that a system reusing the reference schema
-/// can reuse its decoder.
+/// can reuse its decoder; a system that declares its receipt and outbox tables
+/// (`System::tables`) needs none for them.
 pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow, String> {
-    let columns = Columns { table, values };
     match table {
-        "receipts" => Ok(ObservedRow::Receipt(ReceiptRow {
-            account: columns.text(&RECEIPT_COLUMNS, "account")?,
-            event_id: columns.text(&RECEIPT_COLUMNS, "event_id")?,
-            received_ms: Some(columns.int(&RECEIPT_COLUMNS, "received_ms")?),
-        })),
+        "receipts" => {
+            let row = NamedRow {
+                table,
+                columns: &RECEIPT_COLUMNS,
+                values,
+            };
+            ReceiptRow::read(&ReceiptTable::REFERENCE, &row).map(ObservedRow::Receipt)
+        }
         "orders" => {
-            let status = match columns.text(&ORDER_COLUMNS, "status")?.as_str() {
+            let row = NamedRow {
+                table,
+                columns: &ORDER_COLUMNS,
+                values,
+            };
+            let status = match row.text("status")?.as_str() {
                 schema::AWAITING_PAYMENT => OrderStatus::AwaitingPayment,
                 schema::PAID => OrderStatus::Paid,
                 schema::REFUNDED => OrderStatus::Refunded,
@@ -197,75 +206,20 @@ pub fn decode_reference_row(table: &str, values: &[Value]) -> Result<ObservedRow
                 other => return Err(format!("orders: unknown status {other:?}")),
             };
             Ok(payments::order_row(
-                &columns.text(&ORDER_COLUMNS, "tenant")?,
-                &columns.text(&ORDER_COLUMNS, "id")?,
+                &row.text("tenant")?,
+                &row.text("id")?,
                 status,
-                columns.int(&ORDER_COLUMNS, "amount_cents")?,
+                row.int("amount_cents")?,
             ))
         }
         "outbox" => {
-            let status = match columns.text(&OUTBOX_COLUMNS, "status")?.as_str() {
-                schema::PENDING => ObligationStatus::Owed,
-                schema::DONE => ObligationStatus::Done,
-                schema::DEAD => ObligationStatus::Dead,
-                other => return Err(format!("outbox: unknown status {other:?}")),
+            let row = NamedRow {
+                table,
+                columns: &OUTBOX_COLUMNS,
+                values,
             };
-            Ok(ObservedRow::Obligation(ObligationRow {
-                operation_key: columns.text(&OUTBOX_COLUMNS, "operation_key")?,
-                payload: columns.text(&OUTBOX_COLUMNS, "payload")?,
-                status,
-                lease_token: columns.int(&OUTBOX_COLUMNS, "lease_token")?,
-                lease_owner: columns.opt_text(&OUTBOX_COLUMNS, "lease_owner")?,
-                lease_expires_ms: columns.opt_int(&OUTBOX_COLUMNS, "lease_expires_ms")?,
-                next_attempt_ms: columns.opt_int(&OUTBOX_COLUMNS, "next_attempt_ms")?,
-                dead_reason: columns.opt_text(&OUTBOX_COLUMNS, "dead_reason")?,
-            }))
+            ObligationRow::read(&OutboxTable::REFERENCE, &row).map(ObservedRow::Obligation)
         }
         other => Err(format!("table {other:?} is not observed")),
-    }
-}
-
-/// Reads named columns out of a row given in table order.
-struct Columns<'a> {
-    table: &'a str,
-    values: &'a [Value],
-}
-
-impl Columns<'_> {
-    fn value(&self, names: &[&str], name: &str) -> Result<&Value, String> {
-        self.values
-            .get(column(names, name))
-            .ok_or_else(|| format!("{}: row has no column {name}", self.table))
-    }
-
-    fn text(&self, names: &[&str], name: &str) -> Result<String, String> {
-        match self.value(names, name)? {
-            Value::Text(text) => Ok(text.clone()),
-            other => Err(format!("{}.{name}: expected text, found {other:?}", self.table)),
-        }
-    }
-
-    fn opt_text(&self, names: &[&str], name: &str) -> Result<Option<String>, String> {
-        match self.value(names, name)? {
-            Value::Null => Ok(None),
-            _ => self.text(names, name).map(Some),
-        }
-    }
-
-    fn opt_int(&self, names: &[&str], name: &str) -> Result<Option<i64>, String> {
-        match self.value(names, name)? {
-            Value::Null => Ok(None),
-            _ => self.int(names, name).map(Some),
-        }
-    }
-
-    fn int(&self, names: &[&str], name: &str) -> Result<i64, String> {
-        match self.value(names, name)? {
-            Value::Integer(value) => Ok(*value),
-            other => Err(format!(
-                "{}.{name}: expected an integer, found {other:?}",
-                self.table
-            )),
-        }
     }
 }

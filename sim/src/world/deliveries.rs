@@ -352,12 +352,17 @@ impl World {
                 .is_some()
     }
 
-    /// Builds one hostile request from a delivery the sender already made and sends it into the
-    /// network. The attack and its target are a schedule choice (`attack forged-signature
-    /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
-    /// it reached a receiver.
-    pub fn send_attack(&mut self, fault: usize, attack: Attack, target: u64) -> Option<Arrived> {
+    /// The delivery an attack copies: one the sender already made, chosen by `target` among the
+    /// streams the attack fits and recorded as a schedule choice, with its name; `None` when the
+    /// domain cannot make the attack, no stream fits, or a schedule names one this run lacks.
+    fn attack_target(&mut self, attack: Attack, target: u64) -> Option<(Attack, usize, String)> {
+        // An attack the domain cannot make is off (coverage says why): nothing is drawn for it.
+        let off = self
+            .attacks_left_out
+            .iter()
+            .any(|(left_out, _)| *left_out == attack);
         let attempted: Vec<usize> = (0..self.sender.streams().len())
+            .filter(|_| !off)
             .filter(|&index| self.sender.stream(index).attempts > 0)
             .filter(|&index| attack != Attack::ReusedEventId || self.receipt_stays(index))
             .collect();
@@ -386,6 +391,15 @@ impl World {
             });
             return None;
         };
+        Some((attack, stream, stream_name))
+    }
+
+    /// Builds one hostile request from a delivery the sender already made and sends it into the
+    /// network. The attack and its target are a schedule choice (`attack forged-signature
+    /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
+    /// it reached a receiver.
+    pub fn send_attack(&mut self, fault: usize, attack: Attack, target: u64) -> Option<Arrived> {
+        let (attack, stream, stream_name) = self.attack_target(attack, target)?;
         let (genuine, account, event_id, _) = self.webhook_for(stream, attack.keeps_genuine_signature());
         let other_account = self
             .workload
@@ -395,15 +409,21 @@ impl World {
             .map(|(other, _)| other.clone())
             .find(|other| *other != account)
             .unwrap_or_else(|| "acct-elsewhere".to_owned());
-        let domain = std::sync::Arc::clone(&self.domain);
-        let invalid = |event: &serde_json::Value, rule: u64| domain.invalid_body(event, rule);
         let hostile = crate::signing::hostile_request(
             attack,
             genuine,
             &other_account,
-            &invalid,
+            &*self.domain,
             self.body_limit.bytes_max,
         );
+        // The domain cannot make this attack (coverage says why): nothing is sent.
+        let Some(hostile) = hostile else {
+            self.record(Happening::AttackSkipped {
+                attack,
+                stream: stream_name,
+            });
+            return None;
+        };
         let name = self.faults[fault].name();
         self.record_fault(
             name,

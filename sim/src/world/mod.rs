@@ -314,6 +314,10 @@ pub struct World {
     model: Model,
     /// Invariants not checked against the system, with why.
     invariants_left_out: Vec<(String, String)>,
+    /// The attacks the domain cannot make, with why: the attacker never sends them.
+    attacks_left_out: Vec<(crate::faults::Attack, String)>,
+    /// How the observed tables' rows read: the declared tables by name, the rest by the system.
+    row_reader: crate::system::RowReader,
     /// The claims made after heal, to tell stuck work from slow work.
     stuck_watch: progress::StuckWatch,
     /// The receipt purges running, to judge what they delete.
@@ -356,6 +360,10 @@ pub struct World {
     /// Work that keeps the world from being quiet: handler tasks, answers on the wire, scheduled
     /// extra deliveries, slow provider requests and pending operator actions.
     work_in_flight: usize,
+    /// The world events among that work, with when each is due: one scheduled hours ahead (a
+    /// late delivery, an operator's redelivery) keeps the world from being quiet, but is not
+    /// yet work due (see [`World::has_due_work`]).
+    work_events_due_ms: BTreeMap<EventId, i64>,
     /// What a scripted run (a scenario) records and injects; `None` in seeded runs.
     scripted: Option<Scripted>,
     /// Set when the system did something that makes the run depend on more than its seed; the
@@ -585,6 +593,28 @@ impl World {
         &self.invariants_left_out
     }
 
+    /// Reads the observed tables' rows with `reader` from now on (set before the set-up's rows).
+    pub fn set_row_reader(&mut self, reader: crate::system::RowReader) {
+        self.row_reader = reader;
+    }
+
+    /// Notes the attacks the domain cannot make, if the attacker is on: it never sends them.
+    pub fn note_attacks_left_out(&mut self) {
+        let attacker_on = self
+            .faults
+            .iter()
+            .any(|fault| fault.name() == crate::faults::attacker::KIND.name);
+        self.attacks_left_out = match self.workload.events.first() {
+            Some(event) if attacker_on => crate::signing::attacks_left_out(&*self.domain, event),
+            _ => Vec::new(),
+        };
+    }
+
+    /// The attacks the domain cannot make, with why (see [`crate::signing::attacks_left_out`]).
+    pub fn attacks_left_out(&self) -> &[(crate::faults::Attack, String)] {
+        &self.attacks_left_out
+    }
+
     /// Tells the world that the system's web framework commits whatever a handler left open.
     pub fn set_framework_commits_handlers(&mut self, commits: bool) {
         self.framework_commits_handlers = commits;
@@ -613,8 +643,9 @@ impl World {
         seed: u64,
         changes: Vec<RowChange>,
     ) -> Result<(), String> {
+        let reader = &self.row_reader;
         let diffs = self.view.apply(
-            &|table, values| system.decode_row(table, values),
+            &|table, values| reader.read(system, table, values),
             &self.observed_tables,
             changes,
         )?;
@@ -697,8 +728,9 @@ impl World {
                         .collect(),
                 });
             }
+            let reader = &self.row_reader;
             let diffs = self.view.apply(
-                &|table, values| system.decode_row(table, values),
+                &|table, values| reader.read(system, table, values),
                 &self.observed_tables,
                 commit.changes,
             )?;
@@ -707,7 +739,8 @@ impl World {
             crate::commit_journal::remember(&mut self.history, &commit.process_id, &diffs);
             self.stuck_watch.committed(self.now_ms, &diffs);
             self.purge_committed(&commit.process_id, &diffs);
-            self.probes.committed(&commit.process_id, &diffs, &self.view);
+            self.probes
+                .committed(&commit.process_id, &diffs, &self.view, &*self.domain);
             self.step_record.commits.push(crate::record::CommitRecord {
                 process_id: commit.process_id,
                 hostile: commit.hostile,
@@ -796,6 +829,8 @@ impl World {
             domain,
             model,
             invariants_left_out: Vec::new(),
+            attacks_left_out: Vec::new(),
+            row_reader: crate::system::RowReader::default(),
             stuck_watch: progress::StuckWatch::default(),
             purge_watch: purges::PurgeWatch::default(),
             db,
@@ -826,6 +861,7 @@ impl World {
             step_record: StepRecord::default(),
             trace: Trace::new(keep_trace),
             work_in_flight: 0,
+            work_events_due_ms: BTreeMap::new(),
             scripted: scripted.then(Scripted::default),
             determinism_hazard: None,
             decider,
@@ -913,51 +949,6 @@ impl World {
     pub fn record_reshaping(&mut self, fault: &str, events: u64) {
         self.count_fault(fault, events);
         self.log_fault(&format_args!("{fault} reshaped {events} events before the run"));
-    }
-
-    /// True when nothing is left to do: every stream that can succeed settled with the sender,
-    /// no delivery or provider request in flight, no obligation owed, every process up.
-    pub fn is_quiescent(&self) -> bool {
-        self.sender.unsettled() == 0
-            && self.work_in_flight == 0
-            && self.processes.iter().all(|process| process.up)
-            && self.view.owed_obligations() == 0
-    }
-
-    /// What keeps the world from being quiet, for a run that did not settle: `3 streams the
-    /// sender has not settled, 1 owed obligation, 2 deliveries, answers or requests in flight,
-    /// receiver-2 down`, or `nothing`.
-    pub fn pending_work(&self) -> String {
-        let plural =
-            |count: usize, one: &str, many: &str| format!("{count} {}", if count == 1 { one } else { many });
-        let mut parts = Vec::new();
-        let streams = self.sender.unsettled();
-        if streams > 0 {
-            parts.push(plural(
-                streams,
-                "stream the sender has not settled",
-                "streams the sender has not settled",
-            ));
-        }
-        let owed = self.view.owed_obligations();
-        if owed > 0 {
-            parts.push(plural(owed, "owed obligation", "owed obligations"));
-        }
-        if self.work_in_flight > 0 {
-            parts.push(plural(
-                self.work_in_flight,
-                "delivery, answer, request or operator action in flight",
-                "deliveries, answers, requests or operator actions in flight",
-            ));
-        }
-        for process in self.processes.iter().filter(|process| !process.up) {
-            parts.push(format!("{} down", process.name));
-        }
-        if parts.is_empty() {
-            "nothing".to_owned()
-        } else {
-            parts.join(", ")
-        }
     }
 
     /// Human-readable duration, for trace remarks.

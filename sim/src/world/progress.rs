@@ -1,5 +1,7 @@
-//! Stuck versus slow: what the world remembers of the work left after heal, to tell a system that
-//! will never finish from one still on its way.
+//! Quiet, due, stuck or slow: what is left to do (nothing, when the world is quiet), whether any
+//! of it is due now (which the liveness phase's step bound counts), and what the world remembers
+//! of the work left after heal, to tell a system that will never finish from one still on its
+//! way.
 //!
 //! After heal no fault acts any more, so every obligation still owed must be taken up again within
 //! the waits the relay was configured with (its lease, the provider's processing bound, its
@@ -105,6 +107,67 @@ impl StuckWatch {
 }
 
 impl World {
+    /// True when nothing is left to do: every stream that can succeed settled with the sender,
+    /// no delivery or provider request in flight, no obligation owed, every process up.
+    pub fn is_quiescent(&self) -> bool {
+        self.sender.unsettled() == 0
+            && self.work_in_flight == 0
+            && self.processes.iter().all(|process| process.up)
+            && self.view.owed_obligations() == 0
+    }
+
+    /// Whether work is due now: a handler or operator task running, a delivery, answer, request
+    /// or operator action whose time has come, a process down, or an owed obligation whose next attempt and lease have both come. The
+    /// liveness phase counts only the steps taken while work is due against its step bound, so
+    /// that a system polling often while nothing is due is judged like one polling rarely.
+    pub fn has_due_work(&self) -> bool {
+        let now_ms = self.now_ms;
+        self.work_in_flight > self.work_events_due_ms.len()
+            || self.work_events_due_ms.values().any(|&at_ms| at_ms <= now_ms)
+            || self.processes.iter().any(|process| !process.up)
+            || self.view.obligations().any(|obligation| {
+                obligation.status == crate::system::ObligationStatus::Owed
+                    && obligation.next_attempt_ms.is_none_or(|at_ms| at_ms <= now_ms)
+                    && obligation.lease_expires_ms.is_none_or(|at_ms| at_ms <= now_ms)
+            })
+    }
+
+    /// What keeps the world from being quiet, for a run that did not settle: `3 streams the
+    /// sender has not settled, 1 owed obligation, 2 deliveries, answers or requests in flight,
+    /// receiver-2 down`, or `nothing`.
+    pub fn pending_work(&self) -> String {
+        let plural =
+            |count: usize, one: &str, many: &str| format!("{count} {}", if count == 1 { one } else { many });
+        let mut parts = Vec::new();
+        let streams = self.sender.unsettled();
+        if streams > 0 {
+            parts.push(plural(
+                streams,
+                "stream the sender has not settled",
+                "streams the sender has not settled",
+            ));
+        }
+        let owed = self.view.owed_obligations();
+        if owed > 0 {
+            parts.push(plural(owed, "owed obligation", "owed obligations"));
+        }
+        if self.work_in_flight > 0 {
+            parts.push(plural(
+                self.work_in_flight,
+                "delivery, answer, request or operator action in flight",
+                "deliveries, answers, requests or operator actions in flight",
+            ));
+        }
+        for process in self.processes.iter().filter(|process| !process.up) {
+            parts.push(format!("{} down", process.name));
+        }
+        if parts.is_empty() {
+            "nothing".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// Notes the operator's manual redelivery of `streams` after heal: their answers are judged.
     pub(super) fn watch_manual_redeliveries(&mut self, streams: &[usize]) {
         for &stream in streams {
@@ -170,14 +233,22 @@ impl World {
         }
     }
 
-    /// At the liveness bound, what is stuck rather than slow: an owed obligation that no worker
-    /// has taken up in the second half of the liveness phase (`since_step`, the step at its
+    /// At the liveness bound, what is stuck rather than slow: an owed obligation, due now, that
+    /// no worker has taken up in the second half of the liveness phase (`since_step`, the step at its
     /// middle), however the steps were spent. `None` when every owed obligation was taken up
     /// since, which is a run still working at its bound.
     pub fn stuck_at_bound(&self, since_step: u64, since_ms: i64) -> Option<String> {
         let healed_at_ms = self.stuck_watch.healed_at_ms?;
         for obligation in self.view.obligations() {
-            if obligation.status != ObligationStatus::Owed {
+            // Not due yet (its next attempt or its lease lies ahead, as a long backoff leaves
+            // it): nobody should have taken it up.
+            let due_ms = obligation
+                .next_attempt_ms
+                .into_iter()
+                .chain(obligation.lease_expires_ms)
+                .max()
+                .unwrap_or(i64::MIN);
+            if obligation.status != ObligationStatus::Owed || due_ms > self.now_ms {
                 continue;
             }
             let key = &obligation.operation_key;

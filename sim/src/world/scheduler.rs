@@ -258,6 +258,7 @@ impl World {
         self.next_event += 1;
         if World::is_work(&event) {
             self.work_in_flight += 1;
+            self.work_events_due_ms.insert(id, at_ms);
         }
         self.events.insert(id, event);
         self.schedule(Item::Event(id), at_ms);
@@ -301,6 +302,7 @@ impl World {
             .expect("a scheduled event exists until handled");
         if World::is_work(&event) {
             self.work_in_flight -= 1;
+            self.work_events_due_ms.remove(&id);
         }
         event
     }

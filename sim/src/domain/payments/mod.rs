@@ -27,10 +27,12 @@ use std::collections::BTreeSet;
 
 use commitgap::provider::FulfillmentPayload;
 
-use super::{Domain, EntityState, Model, Owed, Owing, Refusal, WorkloadSettings};
+use super::{
+    Domain, DomainSituation, DomainWords, EntityState, Model, Owed, Owing, ReceiptWork, Refusal,
+    WorkloadSettings,
+};
 use crate::record::CommitRecord;
 use crate::rows::{EntityRow, ObservedRow};
-use crate::view::DbView;
 use crate::workload::Fixtures;
 use crate::workload::{EventSpec, Workload};
 
@@ -44,6 +46,8 @@ pub const REFUND: &str = "refund";
 pub const CANCEL: &str = "cancel";
 /// A new amount for an order (`order.updated`), with the amount.
 pub const UPDATE: &str = "update";
+/// The situation of a refund applied to an order still awaiting its payment.
+pub const REFUND_BEFORE_PAYMENT: &str = "refund-before-payment";
 /// The field a payment and an update carry, and an order's amount.
 pub const AMOUNT: &str = "amount_cents";
 
@@ -149,6 +153,14 @@ impl Domain for Payments {
         ]
         .map(str::to_owned)
         .to_vec()
+    }
+
+    fn words(&self) -> DomainWords {
+        DomainWords {
+            subjects: "orders awaiting payment".to_owned(),
+            updates: "amount-update events per order, on top of its payment, refund or cancellation".to_owned(),
+            edge_values: "a 128-character order name, an amount of 10^12 cents, an event created at time 0, a body at the configured limit".to_owned(),
+        }
     }
 
     fn draw(&self, seed: u64, settings: &WorkloadSettings) -> (Fixtures, Vec<EventSpec>) {
@@ -280,8 +292,44 @@ impl Domain for Payments {
         event
     }
 
-    fn check_receipt_work(&self, db: &DbView, _model: &Model, event: &EventSpec) -> Result<(), String> {
-        receipt::check_payment_receipt(db, event)
+    fn unknown_type_body(&self, event: &serde_json::Value) -> Option<serde_json::Value> {
+        // An invoice event: real in billing, but not a type the shop's receiver takes.
+        let mut event = event.clone();
+        event["type"] = "invoice.paid".into();
+        Some(event)
+    }
+
+    fn tampered_body(&self, event: &serde_json::Value) -> serde_json::Value {
+        // What an attacker wants changed: the amount paid, or else which order it pays.
+        let mut event = event.clone();
+        match event.get(AMOUNT).and_then(serde_json::Value::as_i64) {
+            Some(amount_cents) => event[AMOUNT] = (amount_cents + 1).into(),
+            None => {
+                let order = event["order"].as_str().unwrap_or("order").to_owned();
+                event["order"] = format!("{order}-x").into();
+            }
+        }
+        event
+    }
+
+    fn situations(&self) -> Vec<DomainSituation> {
+        vec![DomainSituation::new(
+            REFUND_BEFORE_PAYMENT,
+            "a refund was applied to an order still awaiting its payment",
+            // The fault models `reorder` and `late-delivery`, by name (a domain names them as a
+            // team's would; `coverage` checks they exist).
+            &["reorder", "late-delivery"],
+        )]
+    }
+
+    fn situation_of_move(&self, before: &EntityState, after: &EntityState) -> Option<&str> {
+        (status_of(before) == Some(OrderStatus::AwaitingPayment)
+            && status_of(after) == Some(OrderStatus::Refunded))
+        .then_some(REFUND_BEFORE_PAYMENT)
+    }
+
+    fn check_receipt_work(&self, work: &ReceiptWork<'_>) -> Result<(), String> {
+        receipt::check_payment_receipt(work.db, work.event)
     }
 
     fn check_commit_work(&self, commit: &CommitRecord, workload: &Workload) -> Result<(), String> {
