@@ -344,9 +344,11 @@ pub enum Transition {
 /// Work owed to the provider, as the receiver enqueues it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Obligation {
-    /// The business operation's key ([`FulfillmentPayload::operation_key`]), never the event's.
+    /// The business operation's key (the reference's: [`FulfillmentPayload::operation_key`]),
+    /// never the event's, so that every event about one operation meets the same row.
     pub operation_key: String,
-    /// The [`FulfillmentPayload`] as JSON, sent as it is on every attempt.
+    /// The request body as the business writes it (the reference's: the
+    /// [`FulfillmentPayload`] as JSON), sent as it is on every attempt.
     pub payload: String,
     /// When it became owed: the time of the transaction that created it.
     pub created_ms: i64,
@@ -684,15 +686,33 @@ pub trait Business {
 /// What a business step made of a new event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
-    /// The state moved, and owes these obligations (none for a move that owes nothing); they
-    /// commit with the receipt, and the answer is a 2xx.
-    Moved(Vec<Obligation>),
-    /// Nothing to change (an older update, a state that is final): the receipt commits alone,
-    /// and the answer is a 2xx.
-    Unchanged,
+    /// The event was taken: its receipt commits with the obligations it `owes` (an event may owe
+    /// work whether or not it moved the state, as a superseded commit still owes its check), and
+    /// the answer is a 2xx. `moved` says whether the state changed, which the trace shows.
+    Taken {
+        /// Whether the business state changed.
+        moved: bool,
+        /// The obligations the event owes, written in the receipt's transaction.
+        owes: Vec<Obligation>,
+    },
     /// The event can never be applied (an account or an entity that does not exist): nothing
     /// commits, and the answer is a 422 with this reason.
     Refused(String),
+}
+
+impl Applied {
+    /// The state moved and owes `owes` (perhaps nothing).
+    pub fn moved(owes: Vec<Obligation>) -> Applied {
+        Applied::Taken { moved: true, owes }
+    }
+
+    /// Nothing changed and nothing is owed (an older update, a state that is final).
+    pub fn unchanged() -> Applied {
+        Applied::Taken {
+            moved: false,
+            owes: Vec::new(),
+        }
+    }
 }
 
 /// Handles one delivery with the pattern's receiver around `business`'s step, over `tables`:
@@ -726,8 +746,8 @@ pub async fn receive_business<B: Business>(
             return seen_before(env, tables, account, event_id, &digest).await;
         }
         Ok(match business.apply(env, &event).await? {
-            Applied::Moved(obligations) => {
-                for obligation in &obligations {
+            Applied::Taken { moved, owes } => {
+                for obligation in &owes {
                     tables
                         .enqueue(
                             env,
@@ -737,9 +757,12 @@ pub async fn receive_business<B: Business>(
                         )
                         .await?;
                 }
-                Decision::Commit(SuccessKind::Applied)
+                Decision::Commit(if moved {
+                    SuccessKind::Applied
+                } else {
+                    SuccessKind::NoTransition
+                })
             }
-            Applied::Unchanged => Decision::Commit(SuccessKind::NoTransition),
             Applied::Refused(reason) => Decision::Reject(reason),
         })
     }

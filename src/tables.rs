@@ -350,6 +350,30 @@ impl Tables {
         Ok(rows.into_iter().next())
     }
 
+    /// Every statement the pattern runs on these tables, each with its name (`claim`,
+    /// `complete`, ...): what a tool that reasons about statements (SQL mutants) knows them by,
+    /// whatever the tables are called.
+    pub fn statements(&self) -> Vec<(&'static str, &str)> {
+        let s = &self.sql;
+        let mut named = vec![("insert-receipt", s.insert_receipt.as_str())];
+        if let Some(digest) = &s.receipt_digest {
+            named.push(("receipt-digest", digest));
+        }
+        named.extend([
+            ("purge", s.purge.as_str()),
+            ("enqueue", &s.enqueue),
+            ("due", &s.due),
+            ("claim", &s.claim),
+            ("extend-lease", &s.extend_lease),
+            ("complete", &s.complete),
+            ("retry", &s.retry),
+            ("bury", &s.bury),
+            ("dead-keys", &s.dead_keys),
+            ("requeue", &s.requeue),
+        ]);
+        named
+    }
+
     /// The statement that extends a lease: `(lease_until_ms, key, token)`.
     pub fn extend_lease_sql(&self) -> &str {
         &self.sql.extend_lease

@@ -221,16 +221,24 @@ fn simulation_rs(library: &str) -> String {
         r#"//! The simulation as a `cargo test`: the seed files in `seeds/` replay first, as regressions,
 //! then a sweep runs; a failure names the command that replays it.
 
-use std::sync::Arc;
-
-use commitgap_sim::harness::Check;
+use commitgap_sim::domain::check_domain;
+use commitgap_sim::system::System;
 
 #[test]
 fn the_system_survives_the_simulation() {{
-    Check::new(Arc::new({library}::system::system()))
+    // The program's first system, with every fault model and invariant the program registers.
+    {library}::app()
+        .check()
         .seeds_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/seeds"))
-        .replay_command("cargo run --release --")
         .run();
+}}
+
+#[test]
+fn the_domain_keeps_its_own_rules() {{
+    // Before any system runs: the business the system serves is consistent on its own (see
+    // `commitgap_sim::domain::check_domain`), so a sweep never blames the system for it.
+    let domain = {library}::system::system().domain();
+    check_domain(&*domain).unwrap();
 }}
 "#
     )

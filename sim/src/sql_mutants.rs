@@ -8,9 +8,9 @@
 //! `PRIMARY KEY`, or drop a single-column one. A mutant runs as a wrapper system whose `Env`
 //! rewrites just that statement at run time (and whose set-up rebuilds just that table), and is
 //! swept until an invariant fails or the budget is spent. A mutant that survives is either
-//! equivalent (no observable behaviour changes; [`REFERENCE_EQUIVALENT`] says why, for the
-//! reference) or a
-//! gap in the simulation.
+//! equivalent (no observable behaviour changes; [`PATTERN_EQUIVALENT`] says why for the pattern's
+//! statements over any system's tables, [`REFERENCE_EQUIVALENT`] for the reference's own, and a
+//! team lists its own) or a gap in the simulation.
 //!
 //! The rewrites read SQL as text, with only the structure they need (clause keywords outside
 //! parentheses and quotes); they must not run anything themselves. Everything here is decided by
@@ -112,11 +112,6 @@ pub const REFERENCE_EQUIVALENT: &[Equivalent] = &[
         "the insert follows the payment transition in the same transaction, and that transition applies once per order, so a second insert of one key never happens",
     ),
     (
-        "SELECT operation_key FROM outbox WHERE status = 'dead'",
-        "drop WHERE",
-        "the requeue that follows updates only rows still dead, so reading every key only adds no-op updates",
-    ),
-    (
         "UPDATE orders SET amount_cents = ?3",
         "drop RETURNING",
         "RETURNING only tells the handler whether to say applied or no-transition; the sender gets 200 either way and the rows are the same",
@@ -132,51 +127,79 @@ pub const REFERENCE_EQUIVALENT: &[Equivalent] = &[
         "RETURNING only tells the handler whether to say applied or no-transition; the sender gets 200 either way and the rows are the same",
     ),
     (
-        "UPDATE outbox SET lease_expires_ms = ?1 WHERE",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, which extends only while the obligation is pending; the expiry of a settled obligation is never read",
-    ),
-    (
-        "UPDATE outbox SET next_attempt_ms = ?1, last_error = ?2",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, and a holder never backs off an obligation it has just settled",
-    ),
-    (
-        "UPDATE outbox SET next_attempt_ms = ?1, last_error = ?2",
-        "drop the statement",
-        "the reference itself leaves a failure unrecorded when its fenced write fails (the database busy four times, or full): the lease, which outlasts the provider's processing bound, then holds the obligation back and the next attempt comes at its expiry; without the statement that fallback is taken every time, so retries come on the lease's rhythm instead of the backoff's and the last error reaches the row only with the burial, and no outcome changes",
-    ),
-    (
-        "UPDATE outbox SET status = 'dead', dead_reason = ?1",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, and a holder settles an obligation once",
-    ),
-    (
-        "UPDATE outbox SET status = 'done', provider_ref = ?1",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, and a holder settles an obligation once",
-    ),
-    (
-        "UPDATE outbox SET status = 'pending', next_attempt_ms = ?1",
-        "drop WHERE conjunct 1",
-        "the operator requeues every dead obligation in the same pass, so requeueing them all at the first is the same end state",
-    ),
-    (
-        "UPDATE outbox SET status = 'pending', next_attempt_ms = ?1",
-        "drop WHERE conjunct 2",
-        "the operator requeues only keys it has just read as dead, and nothing else changes a dead obligation in between",
-    ),
-    (
-        "SELECT body_digest FROM receipts WHERE account = ?1 AND event_id = ?2",
-        "drop the statement",
-        "the receiver then acknowledges an event id it already recorded as a duplicate whatever the body, instead of refusing another body with 422: deduplication by id alone, as Stripe advises; only a sender that reuses ids sees the difference, and the request still changes nothing (the reused-event-id attack checks that)",
-    ),
-    (
         "CREATE TABLE accounts",
         "drop account from its key",
         "accounts are written once, at set-up, from fixtures with distinct accounts; nothing inserts one at run time",
     ),
 ];
+
+/// Survivors of the pattern's own statements ([`commitgap::tables::Tables::statements`]) that
+/// change nothing observable whatever tables they run on, since the code around them is the
+/// pattern's too: by statement name, rewrite as displayed, and why. They apply to every system
+/// whose relay, receiver or operator runs those statements, the reference's among them.
+pub const PATTERN_EQUIVALENT: &[(&str, &str, &str)] = &[
+    (
+        "receipt-digest",
+        "drop the statement",
+        "the receiver then acknowledges an event id it already recorded as a duplicate whatever the body, instead of refusing another body with 422: deduplication by id alone, as Stripe advises; only a sender that reuses ids sees the difference, and the request still changes nothing (the reused-event-id attack checks that)",
+    ),
+    (
+        "extend-lease",
+        "drop WHERE conjunct 3",
+        "the token check still admits only the current holder, which extends only while the obligation is owed; the expiry of a settled obligation is never read",
+    ),
+    (
+        "complete",
+        "drop WHERE conjunct 3",
+        "the token check still admits only the current holder, and a holder settles an obligation once",
+    ),
+    (
+        "retry",
+        "drop WHERE conjunct 3",
+        "the token check still admits only the current holder, and a holder never backs off an obligation it has just settled",
+    ),
+    (
+        "retry",
+        "drop the statement",
+        "the relay itself leaves a failure unrecorded when its fenced write fails (the database busy four times, or full): the lease, which outlasts the provider's processing bound, then holds the obligation back and the next attempt comes at its expiry; without the statement that fallback is taken every time, so retries come on the lease's rhythm instead of the backoff's and the last error reaches the row only with the burial, and no outcome changes",
+    ),
+    (
+        "bury",
+        "drop WHERE conjunct 3",
+        "the token check still admits only the current holder, and a holder settles an obligation once",
+    ),
+    (
+        "dead-keys",
+        "drop WHERE",
+        "the requeue that follows updates only rows still dead, so reading every key only adds no-op updates",
+    ),
+    (
+        "requeue",
+        "drop WHERE conjunct 1",
+        "the operator requeues every dead obligation in the same pass, so requeueing them all at the first is the same end state",
+    ),
+    (
+        "requeue",
+        "drop WHERE conjunct 2",
+        "the operator requeues only keys it has just read as dead, and nothing else changes a dead obligation in between",
+    ),
+];
+
+/// Whether `mutant` rewrites one of the pattern's statements over `tables` in a way
+/// [`PATTERN_EQUIVALENT`] lists, and why.
+pub fn pattern_equivalence(mutant: &Mutant, tables: &commitgap::tables::Tables) -> Option<&'static str> {
+    let line = mutant.short(usize::MAX);
+    let rewrite = mutant.rewrite.to_string();
+    let name = tables
+        .statements()
+        .into_iter()
+        .find(|(_, sql)| sql.split_whitespace().collect::<Vec<_>>().join(" ") == line)
+        .map(|(name, _)| name)?;
+    PATTERN_EQUIVALENT
+        .iter()
+        .find(|(statement, listed, _)| *statement == name && *listed == rewrite)
+        .map(|(_, _, why)| *why)
+}
 
 /// Whether `mutant` is listed in `equivalent`, and why.
 pub fn equivalence_of(mutant: &Mutant, equivalent: &[Equivalent]) -> Option<&'static str> {
@@ -802,6 +825,10 @@ pub fn run(
 ) -> Result<Vec<MutantResult>, String> {
     let statements = learn_statements(system, options.learning_seeds, options.jobs);
     let schema = schema_of(system)?;
+    // The pattern's statements the system may run: over its declared tables, or the reference's.
+    let tables = system
+        .tables()
+        .unwrap_or_else(|| commitgap::tables::Tables::reference().clone());
     let mut results = Vec::new();
     for (index, mutant) in mutants_of(&statements, &schema).into_iter().enumerate() {
         let number = index + 1;
@@ -809,7 +836,10 @@ pub fn run(
             Arc::new(MutatedSystem::new(Arc::clone(system), mutant.clone(), number));
         let caught = hunt(&mutated, options);
         let equivalent = if caught.is_none() {
-            equivalence_of(&mutant, &options.equivalent)
+            equivalence_of(&mutant, &options.equivalent).or_else(|| {
+                pattern_equivalence(&mutant, &tables)
+                    .or_else(|| pattern_equivalence(&mutant, commitgap::tables::Tables::reference()))
+            })
         } else {
             None
         };

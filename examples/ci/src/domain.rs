@@ -27,7 +27,9 @@
 use std::collections::BTreeSet;
 
 use commitgap_sim::commitgap::receiver::NAME_CHARS_MAX;
-use commitgap_sim::domain::{Domain, EntityState, Model, Owed, Owing, Refusal, WorkloadSettings};
+use commitgap_sim::domain::{
+    Domain, DomainWords, EntityState, Model, Owed, Owing, Refusal, WorkloadSettings,
+};
 use commitgap_sim::system::Fixtures;
 use commitgap_sim::workload::{EventSpec, Workload};
 
@@ -103,8 +105,26 @@ impl Domain for Ci {
         .to_vec()
     }
 
+    fn words(&self) -> DomainWords {
+        DomainWords {
+            subjects: "branches".to_owned(),
+            updates: "none in this domain, whose stories draw no extra updates (the flag changes nothing)"
+                .to_owned(),
+            edge_values:
+                "a 128-character branch name, an event created at time 0, a body at the configured limit"
+                    .to_owned(),
+        }
+    }
+
     fn draw(&self, seed: u64, settings: &WorkloadSettings) -> (Fixtures, Vec<EventSpec>) {
         crate::draw::draw(seed, settings)
+    }
+
+    fn unknown_type_body(&self, event: &serde_json::Value) -> Option<serde_json::Value> {
+        // GitHub sends issue events to a repository's hooks too; this service takes none.
+        let mut event = event.clone();
+        event["type"] = "issues.opened".into();
+        Some(event)
     }
 
     fn event_type(&self, event: &EventSpec) -> String {

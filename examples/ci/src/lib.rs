@@ -6,10 +6,12 @@
 //! - [`domain`]: the `ci` domain: branches, pushes and pull requests, the state each branch must
 //!   end in and the check runs owed, each rule stated in its module documentation.
 //! - [`draw`]: how a seed becomes the domain's branches and events.
-//! - [`system`]: the service as a system under test (schema, purge, operator requeue, decoder),
-//!   and `ci-last-arrival-wins`, the same service with a planted flaw the simulation must catch.
-//! - [`receiver`]: one delivery in, one `BEGIN IMMEDIATE` transaction, one answer out.
-//! - [`relay`]: claim a build under a fenced lease, create its check run, record the outcome.
+//! - [`system`]: the service as a system under test: its schema, its receipt and outbox tables
+//!   declared to the pattern's machinery (which brings the receipt step, the relay, the purge, the
+//!   operator's requeue and their rows' reading), and `ci-last-arrival-wins`, the same service
+//!   with a planted flaw the simulation must catch.
+//! - [`receiver`]: the business step the pattern's receiver runs: what a push or a pull request
+//!   does to a branch, and the check run it owes.
 //!
 //! [`app`] puts them together; `src/bin/ci-sim.rs` runs it and `tests/simulation.rs` runs the same
 //! as a `cargo test`. Nothing here uses the simulator's internals: only what a team outside the
@@ -18,7 +20,6 @@
 pub mod domain;
 pub mod draw;
 pub mod receiver;
-pub mod relay;
 pub mod system;
 
 use std::sync::Arc;
@@ -40,9 +41,11 @@ pub fn shape() -> WorkloadShape {
     }
 }
 
-/// The SQL mutants of the CI service that change nothing a sender, the provider or an invariant
-/// can see, with why: `mutants --sql` reports them as equivalent rather than as gaps.
-pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 8] = [
+/// The SQL mutants of the CI service's own statements that change nothing a sender, the
+/// provider or an invariant can see, with why: `mutants --sql` reports them as equivalent rather
+/// than as gaps. The relay's, the purge's and the requeue's statements are the pattern's, whose
+/// equivalent mutants the simulator knows (`commitgap_sim::sql_mutants::PATTERN_EQUIVALENT`).
+pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 3] = [
     (
         "BEGIN IMMEDIATE",
         "BEGIN IMMEDIATE -> BEGIN",
@@ -52,31 +55,6 @@ pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 8] = [
         "UPDATE branches SET head_sha = ?3, head_created_ms = ?4 WHERE",
         "drop RETURNING",
         "RETURNING only saves the existence check and chooses between applied and no-transition; the branch is then looked up, the sender gets 200 either way and the rows are the same",
-    ),
-    (
-        "UPDATE builds SET lease_expires_ms = ?1 WHERE",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, which renews only while the build is owed; the expiry of a settled build is never read",
-    ),
-    (
-        "UPDATE builds SET next_attempt_ms = ?1, last_error = ?2",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, and a holder never backs off a build it has just settled",
-    ),
-    (
-        "UPDATE builds SET next_attempt_ms = ?1, last_error = ?2",
-        "drop the statement",
-        "the lease, which outlasts the provider's processing bound, then holds the build back and the next attempt comes at its expiry instead of after the backoff; the relay falls back on that whenever the write fails, and no outcome changes",
-    ),
-    (
-        "UPDATE builds SET status = 'dead', dead_reason = ?1",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, and a holder settles a build once",
-    ),
-    (
-        "UPDATE builds SET status = 'done', check_run_id = ?1",
-        "drop WHERE conjunct 3",
-        "the token check still admits only the current holder, and a holder settles a build once",
     ),
     (
         "CREATE TABLE accounts",

@@ -1,28 +1,25 @@
-//! The CI service's webhook receiver: one GitHub delivery in, one transaction, one answer out.
+//! The CI service's business step: what a GitHub delivery means for its branches, run by the
+//! pattern's receiver (`commitgap::receiver::receive_business`) over the service's declared
+//! tables.
 //!
-//! At the door, before any statement: the body fits the endpoint's size limit, carries a Standard
-//! Webhooks signature made with one of the endpoint's secrets within the timestamp tolerance
-//! (checked with the library's signature module, against the secrets the process is configured
-//! with), parses as an event this service knows, and names the endpoint's own account. Then, in
-//! one `BEGIN IMMEDIATE` transaction: the delivery's receipt (a known `(account, event id)` is a
-//! duplicate and answers 200 with nothing applied), the branch's head moved to the event's commit
-//! only if the event is newer by creation time than the one that set it, and the check run owed
-//! for the commit, at most one per `(repository, commit)`. COMMIT, then 200.
-//!
-//! It answers 422, with nothing committed, for an account or branch that does not exist and for a
-//! body that is not a valid event; 503 when the database is busy or anything fails before COMMIT
-//! returned. It must not call the provider (the relay does, outside any transaction), must not
-//! answer 200 before COMMIT returned, and must not keep anything between deliveries outside the
-//! database.
+//! The pattern does the rest: the door (the body fits the endpoint's size limit, carries a
+//! Standard Webhooks signature made with one of the endpoint's secrets within the timestamp
+//! tolerance, and its event names the endpoint's own account), then one `BEGIN IMMEDIATE`
+//! transaction with the delivery's receipt (a known `(account, event id)` is a duplicate,
+//! answered 200 with nothing applied), this step, the check run it owes, COMMIT, then 200. This
+//! step reads the body as an event this service knows ([`BranchEvent::parse`]), moves the
+//! branch's head to the event's commit only if the event is newer by creation time than the one
+//! that set it, and owes the check run of the commit, at most one per `(repository, commit)`
+//! whichever events report it. An account or branch that does not exist is refused (422, nothing
+//! committed).
 //!
 //! With `last_arrival_wins`, the head moves to whatever event arrives last, with no creation-time
 //! comparison: the flaw a late or reordered delivery exposes.
 
 use commitgap_sim::commitgap::env::{DbError, Env, int, text};
-use commitgap_sim::commitgap::receiver::{
-    Answer, NAME_CHARS_MAX, ReceiverSettings, SuccessKind, WebhookDelivery,
-};
-use commitgap_sim::commitgap::signature;
+use commitgap_sim::commitgap::receiver::{Applied, Business, NAME_CHARS_MAX, Obligation};
+
+use crate::domain::{check_run_key, check_run_payload};
 
 /// The wire types this service takes: pushes, and pull request events that move a head.
 const KNOWN_TYPES: [&str; 3] = ["push", "pull_request.opened", "pull_request.synchronize"];
@@ -111,148 +108,67 @@ impl BranchEvent {
     }
 }
 
-/// Handles one delivery. See the module documentation.
-pub async fn receive(env: &dyn Env, delivery: &WebhookDelivery, last_arrival_wins: bool) -> Answer {
-    let event = match authenticate(env, delivery) {
-        Ok(event) => event,
-        Err(refusal) => return refusal,
-    };
-    // IMMEDIATE takes the write lock now: two deliveries of one event queue here instead of both
-    // reading "no receipt" before either writes.
-    if let Err(error) = env.execute("BEGIN IMMEDIATE", &[]).await {
-        return Answer::RetryLater(format!("could not begin: {error}"));
+/// The CI service's business step; see the module documentation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Branches {
+    /// The planted flaw: the branch head is whatever event arrived last.
+    pub last_arrival_wins: bool,
+}
+
+impl Business for Branches {
+    type Event = BranchEvent;
+
+    fn parse(&self, body: &[u8]) -> Result<BranchEvent, String> {
+        BranchEvent::parse(body)
     }
-    match apply(env, &event, last_arrival_wins).await {
-        Ok(Verdict::Commit(kind)) => match env.execute("COMMIT", &[]).await {
-            Ok(_) => Answer::Success(kind),
-            Err(error) => {
-                rollback(env).await;
-                Answer::RetryLater(format!("commit failed: {error}"))
-            }
-        },
-        Ok(Verdict::Refuse(reason)) => {
-            rollback(env).await;
-            Answer::Rejected(reason)
+
+    fn identity<'a>(&self, event: &'a BranchEvent) -> (&'a str, &'a str) {
+        (&event.account, &event.id)
+    }
+
+    async fn apply(&self, env: &dyn Env, event: &BranchEvent) -> Result<Applied, DbError> {
+        let orgs = env
+            .query(
+                "SELECT org FROM accounts WHERE account = ?1",
+                &[text(&event.account)],
+            )
+            .await?;
+        let Some(org) = orgs
+            .first()
+            .map(|row| row.text(0).map(str::to_owned))
+            .transpose()?
+        else {
+            return Ok(Applied::Refused(format!("unknown account {:?}", event.account)));
+        };
+        let branch = [text(&org), text(&event.branch)];
+        let head = [text(&event.head_sha), int(event.created_ms)];
+        let sql = if self.last_arrival_wins {
+            MOVE_HEAD_ALWAYS_SQL
+        } else {
+            MOVE_HEAD_IF_NEWER_SQL
+        };
+        let moved = !env.query(sql, &[branch.clone(), head].concat()).await?.is_empty();
+        if !moved
+            && env
+                .query("SELECT 1 FROM branches WHERE org = ?1 AND branch = ?2", &branch)
+                .await?
+                .is_empty()
+        {
+            return Ok(Applied::Refused(format!("no branch {:?} in {org}", event.branch)));
         }
-        Err(error) => {
-            rollback(env).await;
-            Answer::RetryLater(error.to_string())
-        }
+        // Every commit pushed owes its check run, a superseded one too; the key, one per
+        // (repository, commit), keeps the one a push and a pull request both owe to one row.
+        let repository = event.repository(&org);
+        let check_run = Obligation {
+            operation_key: check_run_key(&repository, &event.head_sha),
+            payload: check_run_payload(&repository, &event.head_sha),
+            created_ms: env.now_ms(),
+        };
+        Ok(Applied::Taken {
+            moved,
+            owes: vec![check_run],
+        })
     }
-}
-
-/// The door: size, signature, a valid event, the endpoint's own account. Runs no statement, so
-/// whatever it refuses changes nothing.
-fn authenticate(env: &dyn Env, delivery: &WebhookDelivery) -> Result<BranchEvent, Answer> {
-    let settings = ReceiverSettings::for_endpoint(env, &delivery.endpoint)
-        .map_err(|why| Answer::RetryLater(format!("receiver misconfigured: {why}")))?;
-    if delivery.body.len() > settings.body_bytes_max {
-        return Err(Answer::TooLarge(format!(
-            "body of {} bytes is over the limit of {}",
-            delivery.body.len(),
-            settings.body_bytes_max
-        )));
-    }
-    // Standard Webhooks timestamps are in seconds.
-    let now_s = env.now_ms().div_euclid(1_000);
-    signature::verify(
-        &settings.secrets,
-        &delivery.headers,
-        &delivery.body,
-        now_s,
-        settings.tolerance_s,
-    )
-    .map_err(|error| Answer::Unauthorized(error.to_string()))?;
-    let event = BranchEvent::parse(&delivery.body).map_err(Answer::Rejected)?;
-    if event.account != delivery.endpoint {
-        return Err(Answer::Forbidden(format!(
-            "event of account {:?} posted to the endpoint of {:?}",
-            event.account, delivery.endpoint
-        )));
-    }
-    Ok(event)
-}
-
-/// What the open transaction is to do at its end.
-enum Verdict {
-    /// Commit, then answer this kind of success.
-    Commit(SuccessKind),
-    /// Roll back (the receipt inserted first goes with it) and refuse the event for this reason.
-    Refuse(String),
-}
-
-/// The transaction's body: receipt, head, check run.
-async fn apply(env: &dyn Env, event: &BranchEvent, last_arrival_wins: bool) -> Result<Verdict, DbError> {
-    let now_ms = env.now_ms();
-    let receipt = [text(&event.account), text(&event.id), int(now_ms)];
-    let new = env
-        .execute(
-            "INSERT OR IGNORE INTO deliveries (account, event_id, received_ms) VALUES (?1, ?2, ?3)",
-            &receipt,
-        )
-        .await?;
-    if new == 0 {
-        return Ok(Verdict::Commit(SuccessKind::Duplicate));
-    }
-    let orgs = env
-        .query(
-            "SELECT org FROM accounts WHERE account = ?1",
-            &[text(&event.account)],
-        )
-        .await?;
-    let Some(org) = orgs
-        .first()
-        .map(|row| row.text(0).map(str::to_owned))
-        .transpose()?
-    else {
-        return Ok(Verdict::Refuse(format!("unknown account {:?}", event.account)));
-    };
-    let branch = [text(&org), text(&event.branch)];
-    let head = [text(&event.head_sha), int(event.created_ms)];
-    let sql = if last_arrival_wins {
-        MOVE_HEAD_ALWAYS_SQL
-    } else {
-        MOVE_HEAD_IF_NEWER_SQL
-    };
-    let moved = !env.query(sql, &[branch.clone(), head].concat()).await?.is_empty();
-    if !moved
-        && env
-            .query("SELECT 1 FROM branches WHERE org = ?1 AND branch = ?2", &branch)
-            .await?
-            .is_empty()
-    {
-        return Ok(Verdict::Refuse(format!("no branch {:?} in {org}", event.branch)));
-    }
-    // Every commit pushed owes its check run, a superseded one too; the unique (repository,
-    // commit) keeps the one a push and a pull request for one commit both owe to one row.
-    let repository = event.repository(&org);
-    let key = format!("{repository}/check-run/{}", event.head_sha);
-    let payload = serde_json::json!({
-        "head_sha": event.head_sha, "operation": "check-run", "repository": repository,
-    });
-    env.execute(
-        "INSERT OR IGNORE INTO builds (operation_key, repository, head_sha, payload, status, \
-         next_attempt_ms, created_ms) VALUES (?1, ?2, ?3, ?4, 'owed', ?5, ?5)",
-        &[
-            text(&key),
-            text(&repository),
-            text(&event.head_sha),
-            text(&payload.to_string()),
-            int(now_ms),
-        ],
-    )
-    .await?;
-    Ok(Verdict::Commit(if moved {
-        SuccessKind::Applied
-    } else {
-        SuccessKind::NoTransition
-    }))
-}
-
-/// Rolls back whatever is open. A failure means nothing was open or the connection is gone;
-/// either way nothing of this delivery survives.
-async fn rollback(env: &dyn Env) {
-    let _ = env.execute("ROLLBACK", &[]).await;
 }
 
 #[cfg(test)]

@@ -1,30 +1,32 @@
-//! The CI service as a system under test: its schema, its receiver ([`crate::receiver`]), relay
-//! ([`crate::relay`]), receipt purge and operator requeue, and the decoder that maps its rows to
-//! the rows the invariants read.
+//! The CI service as a system under test: its schema, its receipts and check-run outbox declared
+//! to the pattern's machinery, its business step ([`crate::receiver`]), and the decoder of its one
+//! table of its own.
 //!
 //! The tables: `accounts` (the sender account of each organisation), `deliveries` (receipts,
 //! one per `(account, event id)`, the only table the purge deletes from), `branches` (each
 //! branch's head commit and the creation time of the event that set it) and `builds` (the outbox:
-//! one check run owed per `(repository, commit)`, with its immutable payload, a fenced lease, the
-//! next attempt and a dead reason).
+//! one check run owed per operation key, `<org>/<repository>/check-run/<commit>`, with its
+//! immutable payload, a fenced lease, the next attempt and a dead reason). `deliveries` and
+//! `builds` are declared ([`DELIVERIES`], [`BUILDS`]), so the receipt step, the relay, the purge,
+//! the operator's requeue and the reading of their rows are the pattern's, written once.
 //!
 //! With `last_arrival_wins`, the same system keeps the planted flaw described in
 //! [`crate::receiver`]. Everything here goes through the `Env` it is given and keeps no state
 //! outside the database; the decoder must not interpret anything the domain decides.
 
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Value, int};
-use commitgap_sim::commitgap::receiver::{Answer, WebhookDelivery};
-use commitgap_sim::commitgap::relay::RelaySettings;
+use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Value};
+use commitgap_sim::commitgap::receiver::{Answer, WebhookDelivery, receive_business};
+use commitgap_sim::commitgap::tables::{OutboxTable, ReceiptTable, Tables};
 use commitgap_sim::domain::Domain;
+use commitgap_sim::rows::NamedRow;
 use commitgap_sim::rusqlite::Connection;
-use commitgap_sim::system::{
-    EntityRow, Fixtures, ObligationRow, ObligationStatus, ObservedRow, ReceiptRow, System,
-};
+use commitgap_sim::system::{EntityRow, Fixtures, ObservedRow, System};
 
 use crate::domain::{Ci, branch_state};
+use crate::receiver::Branches;
 
 const SCHEMA_SQL: &str = "
 CREATE TABLE accounts (account TEXT PRIMARY KEY, org TEXT NOT NULL);
@@ -43,9 +45,7 @@ CREATE TABLE branches (
     PRIMARY KEY (org, branch)
 );
 CREATE TABLE builds (
-    operation_key    TEXT    NOT NULL,
-    repository       TEXT    NOT NULL,
-    head_sha         TEXT    NOT NULL,
+    operation_key    TEXT    NOT NULL UNIQUE,
     payload          TEXT    NOT NULL,
     status           TEXT    NOT NULL CHECK (status IN ('owed', 'done', 'dead')),
     lease_token      INTEGER NOT NULL DEFAULT 0,
@@ -57,12 +57,48 @@ CREATE TABLE builds (
     last_error       TEXT,
     dead_reason      TEXT,
     check_run_id     TEXT,
-    created_ms       INTEGER NOT NULL,
-    UNIQUE (repository, head_sha)
+    created_ms       INTEGER NOT NULL
 );
-CREATE INDEX builds_by_key ON builds (operation_key);
 CREATE INDEX builds_due ON builds (status, next_attempt_ms);
 ";
+
+/// Where the receipts live: one row per delivery's `(account, event id)`, no body digest (a known
+/// id is a duplicate, whatever its body).
+pub const DELIVERIES: ReceiptTable = ReceiptTable {
+    table: "deliveries",
+    account: "account",
+    event_id: "event_id",
+    received_ms: "received_ms",
+    body_digest: None,
+};
+
+/// Where the check runs owed live.
+pub const BUILDS: OutboxTable = OutboxTable {
+    table: "builds",
+    operation_key: "operation_key",
+    payload: "payload",
+    status: "status",
+    owed: "owed",
+    done: "done",
+    dead: "dead",
+    attempts: "attempts",
+    lease_owner: "lease_owner",
+    lease_token: "lease_token",
+    lease_expires_ms: "lease_expires_ms",
+    next_attempt_ms: "next_attempt_ms",
+    first_attempt_ms: "first_attempt_ms",
+    last_error: "last_error",
+    dead_reason: "dead_reason",
+    effect_id: "check_run_id",
+    created_ms: Some("created_ms"),
+    completed_ms: None,
+};
+
+/// The pattern's statements over [`DELIVERIES`] and [`BUILDS`], written once.
+pub fn tables() -> &'static Tables {
+    static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables::new(DELIVERIES, BUILDS));
+    &TABLES
+}
 
 /// The CI service. See the module documentation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -90,6 +126,10 @@ impl System for CiSystem {
 
     fn domain(&self) -> Arc<dyn Domain> {
         Arc::new(Ci)
+    }
+
+    fn tables(&self) -> Option<Tables> {
+        Some(tables().clone())
     }
 
     fn set_up(&self, connection: &Connection, fixtures: &Fixtures) -> Result<(), DbError> {
@@ -123,120 +163,30 @@ impl System for CiSystem {
         env: Rc<dyn Env>,
         delivery: WebhookDelivery,
     ) -> LocalBoxFuture<'static, Answer> {
-        let last_arrival_wins = self.last_arrival_wins;
-        Box::pin(async move { crate::receiver::receive(&*env, &delivery, last_arrival_wins).await })
-    }
-
-    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async move { crate::relay::run_worker(&*env, &settings).await })
-    }
-
-    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async move {
-            // Receipts only; a branch's head and its builds are what keep a redelivery whose
-            // receipt is gone from moving the head back or owing a second check run.
-            let purged = env
-                .execute(
-                    "DELETE FROM deliveries WHERE received_ms < ?1",
-                    &[int(older_than_ms)],
-                )
-                .await;
-            if let Err(error) = purged {
-                env.log(&format!("purge failed: {error}"));
-            }
-        })
-    }
-
-    fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async move {
-            match crate::relay::requeue_dead(&*env).await {
-                Ok(count) => env.log(&format!("operator requeued {count} dead builds")),
-                Err(error) => env.log(&format!("operator requeue failed: {error}")),
-            }
-        })
+        let branches = Branches {
+            last_arrival_wins: self.last_arrival_wins,
+        };
+        Box::pin(async move { receive_business(&branches, tables(), &*env, &delivery).await })
     }
 
     fn observed_tables(&self) -> &[&'static str] {
-        &["deliveries", "branches", "builds"]
+        &["branches"]
     }
 
     fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
-        let row = Columns { table, values };
+        const BRANCH_COLUMNS: [&str; 4] = ["org", "branch", "head_sha", "head_created_ms"];
+        let row = NamedRow {
+            table,
+            columns: &BRANCH_COLUMNS,
+            values,
+        };
         match table {
-            "deliveries" => Ok(ObservedRow::Receipt(ReceiptRow {
-                account: row.text(0)?,
-                event_id: row.text(1)?,
-                received_ms: Some(row.int(2)?),
-            })),
             "branches" => Ok(ObservedRow::Entity(EntityRow {
-                tenant: row.text(0)?,
-                subject: row.text(1)?,
-                state: branch_state(row.opt_text(2)?.as_deref()),
-            })),
-            "builds" => Ok(ObservedRow::Obligation(ObligationRow {
-                operation_key: row.text(0)?,
-                payload: row.text(3)?,
-                status: match row.text(4)?.as_str() {
-                    "owed" => ObligationStatus::Owed,
-                    "done" => ObligationStatus::Done,
-                    "dead" => ObligationStatus::Dead,
-                    other => return Err(format!("builds: unknown status {other:?}")),
-                },
-                lease_token: row.int(5)?,
-                lease_owner: row.opt_text(6)?,
-                lease_expires_ms: row.opt_int(7)?,
-                next_attempt_ms: row.opt_int(8)?,
-                dead_reason: row.opt_text(12)?,
+                tenant: row.text("org")?,
+                subject: row.text("branch")?,
+                state: branch_state(row.opt_text("head_sha")?.as_deref()),
             })),
             other => Err(format!("table {other:?} is not observed")),
-        }
-    }
-}
-
-/// A row's values in table order, read by position as the schema above lays them out.
-struct Columns<'a> {
-    table: &'a str,
-    values: &'a [Value],
-}
-
-impl Columns<'_> {
-    fn value(&self, index: usize) -> Result<&Value, String> {
-        self.values
-            .get(index)
-            .ok_or_else(|| format!("{}: no column {index}", self.table))
-    }
-
-    fn text(&self, index: usize) -> Result<String, String> {
-        match self.value(index)? {
-            Value::Text(text) => Ok(text.clone()),
-            other => Err(format!(
-                "{} column {index}: expected text, found {other:?}",
-                self.table
-            )),
-        }
-    }
-
-    fn opt_text(&self, index: usize) -> Result<Option<String>, String> {
-        match self.value(index)? {
-            Value::Null => Ok(None),
-            _ => self.text(index).map(Some),
-        }
-    }
-
-    fn int(&self, index: usize) -> Result<i64, String> {
-        match self.value(index)? {
-            Value::Integer(value) => Ok(*value),
-            other => Err(format!(
-                "{} column {index}: expected an integer, found {other:?}",
-                self.table
-            )),
-        }
-    }
-
-    fn opt_int(&self, index: usize) -> Result<Option<i64>, String> {
-        match self.value(index)? {
-            Value::Null => Ok(None),
-            _ => self.int(index).map(Some),
         }
     }
 }

@@ -81,3 +81,11 @@ fn the_ci_service_does_real_work() {
         "the relay created check runs ({effects} over 100 seeds)"
     );
 }
+
+#[test]
+fn the_ci_domain_keeps_its_own_rules() {
+    // Before any system runs: its draws, its model, its transitions and the bodies it makes for
+    // the attacker are consistent, so no sweep blames the service for the domain's mistake.
+    let domain = CORRECT.domain();
+    assert_eq!(commitgap_sim::domain::check_domain(&*domain), Ok(()));
+}

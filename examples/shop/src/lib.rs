@@ -1,9 +1,10 @@
 //! A team's own receiver and relay, and what the team adds to the simulation to test them.
 //!
 //! Map of the modules:
-//! - [`system`]: the receiver and relay, with a schema of their own, and `shop-inbox-first`, the
-//!   same code with the classic flaw (the inbox row commits before the work), kept as a planted
-//!   bug that the simulation must keep catching.
+//! - [`system`]: the receiver, with a schema of its own, its inbox and job queue declared to the
+//!   pattern's machinery (which brings the relay, the purge, the operator's requeue and those
+//!   tables' reading), and `shop-inbox-first`, the same code with the classic flaw (the inbox row
+//!   commits before the work), kept as a planted bug that the simulation must keep catching.
 //! - [`invariant`]: `account-shops-unchanged`, an invariant over one of the team's own tables.
 //! - [`fault`]: `jobs-table-busy`, a fault model for the team's own contention: statements on the
 //!   job queue fail with `SQLITE_BUSY`.
@@ -22,9 +23,11 @@ use commitgap_sim::App;
 /// How a person runs the shop's simulation program from the workspace root.
 pub const REPLAY_COMMAND: &str = "cargo run --release -p shop --bin shop-sim --";
 
-/// The SQL mutants of the shop that change nothing a sender, the provider or an invariant can
-/// see, with why: `mutants --sql` reports them as equivalent rather than as gaps.
-pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 11] = [
+/// The SQL mutants of the shop's own statements that change nothing a sender, the provider or an
+/// invariant can see, with why: `mutants --sql` reports them as equivalent rather than as gaps.
+/// The relay's, the purge's and the requeue's statements are the pattern's, whose equivalent
+/// mutants the simulator knows (`commitgap_sim::sql_mutants::PATTERN_EQUIVALENT`).
+pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 6] = [
     (
         "BEGIN IMMEDIATE",
         "BEGIN IMMEDIATE -> BEGIN",
@@ -34,26 +37,6 @@ pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 11] = [
         "INSERT OR IGNORE INTO jobs",
         "INSERT OR IGNORE -> INSERT",
         "a job is inserted only when its order moves from open to paid, which happens once per order under the write lock, and the job key is the order's; the insert never meets an existing key",
-    ),
-    (
-        "UPDATE jobs SET due_at = ?1, held_until = NULL",
-        "drop WHERE conjunct 3",
-        "the fence check still admits only the current holder, and a holder never backs off a job it has just settled",
-    ),
-    (
-        "UPDATE jobs SET due_at = ?1, held_until = NULL",
-        "drop the statement",
-        "without the postponement the claim's hold spaces the retries instead: it outlasts the call timeout plus the provider's processing bound, so a retry still never meets a request in flight; it comes a few seconds sooner than the minute the postponement asks, and no invariant judges how often a failing job is retried",
-    ),
-    (
-        "UPDATE jobs SET held_until = ?1",
-        "drop WHERE conjunct 3",
-        "the fence check still admits only the current holder, which extends its hold only before it settles the job",
-    ),
-    (
-        "UPDATE jobs SET state = ?1, shipment = ?2",
-        "drop WHERE conjunct 3",
-        "the fence check still admits only the current holder, and a holder settles a job once",
     ),
     (
         "UPDATE shop_orders SET state = 'cancelled'",
@@ -74,11 +57,6 @@ pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 11] = [
         "CREATE TABLE account_shops",
         "drop sender_account from its key",
         "account_shops is written once, at set-up, from fixtures with distinct accounts; nothing inserts into it at run time",
-    ),
-    (
-        "CREATE TABLE jobs",
-        "drop job_key from its key",
-        "a job is inserted once per order (see the INSERT OR IGNORE above), so no two rows ever share a job key",
     ),
 ];
 

@@ -71,3 +71,11 @@ fn the_shop_does_real_work() {
         "the relay shipped orders ({effects} effects over 100 seeds)"
     );
 }
+
+#[test]
+fn the_shops_domain_keeps_its_own_rules() {
+    let system = ShopSystem {
+        receipt_in_own_transaction: false,
+    };
+    assert_eq!(commitgap_sim::domain::check_domain(&*system.domain()), Ok(()));
+}

@@ -1,5 +1,6 @@
 //! `list`: names the program's systems, domains, fault models, invariants and situations, or,
-//! with `--contract`, the rules one system is judged by.
+//! with `--contract`, the rules one system is judged by (and with `--check`, whether its domain
+//! keeps its own consistency properties).
 //!
 //! It only prints; it runs no seed.
 
@@ -27,6 +28,10 @@ pub(super) struct ListArgs {
     /// These invariants do not judge (comma-separated), as in `sweep`.
     #[arg(long, value_name = "A,B", requires = "contract")]
     without_invariants: Option<String>,
+    /// Also check the domain's own consistency on drawn workloads, before any system runs (its
+    /// draws, model, transitions and attack bodies); exit 1 if it breaks a property.
+    #[arg(long, requires = "contract")]
+    check: bool,
 }
 
 pub(super) fn run_list(app: &App, args: &ListArgs) -> Result<i32, UsageError> {
@@ -71,7 +76,24 @@ pub(super) fn run_list(app: &App, args: &ListArgs) -> Result<i32, UsageError> {
     for (name, why) in left_out {
         say!("not checked: {name}, since {why}");
     }
-    Ok(0)
+    if !args.check {
+        return Ok(0);
+    }
+    match crate::domain::check_domain(&*domain) {
+        Ok(()) => {
+            say!(
+                "domain check: {} keeps {} on {} drawn workloads",
+                domain.name(),
+                crate::domain::PROPERTIES.join(", "),
+                crate::domain::DEFAULT_CASES
+            );
+            Ok(0)
+        }
+        Err(why) => {
+            say!("domain check: FAILED: {why}");
+            Ok(1)
+        }
+    }
 }
 
 fn list(app: &App) {

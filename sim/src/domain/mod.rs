@@ -13,11 +13,18 @@
 //! [`payments`](mod@payments) is the reference's domain and the default; a team brings its own by implementing
 //! [`Domain`] and returning it from [`crate::system::System::domain`].
 //!
+//! [`check_domain`] checks a domain's own consistency before any system runs (its draws, its
+//! model, its transitions, the bodies it makes for the attacker), so a sweep never blames a
+//! system for a domain's mistake.
+//!
 //! A domain is plain configuration shared by every sweep thread. It must decide nothing outside
 //! the seed it is given (its draws come from [`SimRng`] streams of that seed) and must not look
 //! at the database: the model is a function of the workload alone.
 
+mod check;
 pub mod payments;
+
+pub use check::{DEFAULT_CASES, PROPERTIES, check_domain, check_domain_with};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -49,8 +56,9 @@ pub trait Domain: Send + Sync {
     }
 
     /// The fixtures and the events of the run of `seed` with `settings`. Events may come in any
-    /// order; each needs an id unique within its account, and a creation time inside
-    /// `0..settings.emit_window_ms`. Draw only from [`SimRng::stream`]s of `seed`.
+    /// order; each needs an id unique within its account, and a creation time of 0 or more,
+    /// most inside `0..settings.emit_window_ms` (where the faults act). Draw only from
+    /// [`SimRng::stream`]s of `seed`.
     fn draw(&self, seed: u64, settings: &WorkloadSettings) -> (Fixtures, Vec<EventSpec>);
 
     /// The event's `type` as the sender writes it on the wire (and the trace records it).
