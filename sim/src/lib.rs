@@ -159,6 +159,9 @@ pub use commitgap;
 /// The SQLite binding [`system::System::set_up`] receives a connection of, re-exported so a
 /// team's crate uses the very version and features the simulator was built with.
 pub use rusqlite;
+/// The JSON values a domain's hooks take and give ([`domain::Domain::invalid_body`] and the
+/// attacker's other bodies), re-exported so a team's crate needs no version of its own.
+pub use serde_json;
 
 /// The Rust examples of the README and of `docs/`, compiled and run as doc tests, so that every
 /// example a reader copies builds against this version (`sim/tests/docs.rs` checks the rest of
