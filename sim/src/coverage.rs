@@ -813,6 +813,32 @@ mod tests {
     }
 
     #[test]
+    fn an_attack_the_domain_cannot_make_is_a_note_that_says_why() {
+        let mut coverage = SweepCoverage::default();
+        let (no_settings, none) = (BTreeMap::new(), BTreeMap::new());
+        let left_out = [(
+            "unknown-type".to_owned(),
+            "domain seats names no event type its receiver refuses".to_owned(),
+        )];
+        coverage.add(SeedCoverage {
+            faults: &no_settings,
+            faults_fired: &none,
+            situations: &none,
+            invariants_left_out: &[],
+            attacks_left_out: &left_out,
+            domain_situations: &[],
+            domain: "seats",
+        });
+        assert!(
+            coverage.notes().contains(
+                &"not sent: the attacker's unknown-type request, since domain seats names no event type its receiver refuses".to_owned()
+            ),
+            "{:?}",
+            coverage.notes()
+        );
+    }
+
+    #[test]
     fn the_payments_situations_need_built_in_fault_models() {
         for situation in crate::domain::payments().situations() {
             for fault in &situation.needs {

@@ -282,6 +282,94 @@ mod tests {
         }
     }
 
+    /// Payments, but a business whose bodies name the account under another field and that
+    /// declares no event type it refuses: the framework must invent neither.
+    struct Quiet;
+
+    impl crate::domain::Domain for Quiet {
+        fn name(&self) -> &str {
+            "quiet"
+        }
+        fn description(&self) -> &str {
+            "payments with an org field and no refused type"
+        }
+        fn rules(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn draw(
+            &self,
+            seed: u64,
+            settings: &crate::shape::WorkloadSettings,
+        ) -> (crate::workload::Fixtures, Vec<crate::workload::EventSpec>) {
+            crate::domain::payments().draw(seed, settings)
+        }
+        fn event_type(&self, event: &crate::workload::EventSpec) -> String {
+            crate::domain::payments().event_type(event)
+        }
+        fn model(&self, workload: &crate::workload::Workload) -> crate::domain::Model {
+            crate::domain::payments().model(workload)
+        }
+        fn may_become(&self, before: &crate::rows::EntityState, after: &crate::rows::EntityState) -> bool {
+            crate::domain::payments().may_become(before, after)
+        }
+        fn refusal(
+            &self,
+            workload: &crate::workload::Workload,
+            event: &crate::workload::EventSpec,
+        ) -> Option<crate::domain::Refusal> {
+            crate::domain::payments().refusal(workload, event)
+        }
+        fn operation_of(&self, payload: &str) -> Result<String, String> {
+            crate::domain::payments().operation_of(payload)
+        }
+    }
+
+    #[test]
+    fn an_attack_the_domain_cannot_make_is_never_made_up() {
+        let genuine = |body: &str| {
+            signed_delivery(
+                "acct-a",
+                "msg_1",
+                1_000,
+                body.as_bytes().to_vec(),
+                CURRENT_GENERATION,
+            )
+        };
+        let with_account = r#"{"account":"acct-a","id":"evt-1","type":"invoice.paid"}"#;
+        let with_org = r#"{"id":"evt-1","org":"acct-a","type":"invoice.paid"}"#;
+        // No type is made up for a domain that names none, however common the genuine one is.
+        assert_eq!(
+            hostile_request(Attack::UnknownType, genuine(with_account), "acct-b", &Quiet, 100),
+            None
+        );
+        // Another account goes where the body keeps its account, and nowhere else.
+        let cross =
+            hostile_request(Attack::CrossAccount, genuine(with_account), "acct-b", &Quiet, 100).unwrap();
+        assert!(String::from_utf8_lossy(&cross.body).contains(r#""account":"acct-b""#));
+        assert_eq!(
+            hostile_request(Attack::CrossAccount, genuine(with_org), "acct-b", &Quiet, 100),
+            None
+        );
+        // The rest need nothing of the business but what every body has.
+        for attack in Attack::ALL {
+            if ![Attack::UnknownType, Attack::CrossAccount].contains(&attack) {
+                assert!(
+                    hostile_request(attack, genuine(with_org), "acct-b", &Quiet, 100).is_some(),
+                    "{}",
+                    attack.name()
+                );
+            }
+        }
+        let mut event = crate::workload::EventSpec::new("acct-a", "tenant-a", "order-1", "payment", 5);
+        event.event_id = "evt-1".to_owned();
+        let left_out: Vec<Attack> = attacks_left_out(&Quiet, &event)
+            .into_iter()
+            .map(|(attack, _)| attack)
+            .collect();
+        assert_eq!(left_out, [Attack::UnknownType]);
+        assert!(attacks_left_out(&crate::domain::payments::Payments, &event).is_empty());
+    }
+
     #[test]
     fn the_receiver_holds_the_current_and_previous_secret_but_not_the_retired_one() {
         let settings = receiver_settings(["acct-a"]);
