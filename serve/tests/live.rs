@@ -134,21 +134,46 @@ fn a_receipt_committed_apart_from_its_work_fails_at_that_commit() {
 fn a_claim_of_a_live_lease_fails_at_that_commit() {
     // A worker that crashed after its claim leaves a live lease; a claim that ignores it takes the
     // lease from the dead worker's process at once. Each relay process names its workers apart,
-    // so the journal tells the two holders apart.
-    let out = scratch("lease");
-    let printed = failing_run(
-        "claim-ignores-live-lease",
-        "1",
-        "12",
-        "crash,kill,provider-slow",
-        &out,
-    );
-    assert!(
-        printed.contains("one-live-lease-per-obligation: at commit ")
-            && printed.contains("'s lease was live"),
-        "{printed}"
-    );
-    let _ = std::fs::remove_dir_all(&out);
+    // so the journal tells the two holders apart. Whether a second worker comes to claim while
+    // the lease is live depends on how the real processes are scheduled, which a busy machine
+    // changes: a seed that happens not to line them up is no failure of live, so seeds are
+    // tried until one does, within a bound far above what measurement needs (3 of 3 first seeds
+    // caught it on an idle machine).
+    const SEEDS: [&str; 4] = ["1", "2", "3", "4"];
+    let mut missed = Vec::new();
+    for seed in SEEDS {
+        let out = scratch(&format!("lease-{seed}"));
+        let output = live(
+            &[
+                "--system",
+                "claim-ignores-live-lease",
+                "live",
+                "--seed",
+                seed,
+                "--seconds",
+                "12",
+                "--faults",
+                "crash,kill,provider-slow",
+            ],
+            &out,
+        );
+        let printed = text(&output);
+        let _ = std::fs::remove_dir_all(&out);
+        match output.status.code() {
+            Some(1) if printed.contains("one-live-lease-per-obligation: at commit ") => {
+                assert!(printed.contains("'s lease was live"), "{printed}");
+                return;
+            }
+            // A run that passed, or went unsettled, did not line the workers up; any other
+            // failure, or an error, is a finding.
+            Some(0) => missed.push(format!("seed {seed}: passed")),
+            Some(1) if printed.contains("verdict: unsettled") => {
+                missed.push(format!("seed {seed}: unsettled"))
+            }
+            code => panic!("seed {seed} ended with {code:?}: {printed}"),
+        }
+    }
+    panic!("no seed of {SEEDS:?} caught claim-ignores-live-lease: {missed:?}");
 }
 
 #[test]
