@@ -62,6 +62,7 @@ pub trait Domain: Send + Sync {
     fn draw(&self, seed: u64, settings: &WorkloadSettings) -> (Fixtures, Vec<EventSpec>);
 
     /// The event's `type` as the sender writes it on the wire (and the trace records it).
+    /// [`check_domain`] checks that an unknown type is none of these.
     fn event_type(&self, event: &EventSpec) -> String;
 
     /// The JSON body the sender delivers for `event`, the same bytes on every attempt.
@@ -77,7 +78,12 @@ pub trait Domain: Send + Sync {
     }
 
     /// The model: from the events of `workload`, in creation order, the states every entity may
-    /// end in and the operations owed. Computed once per run.
+    /// end in and the operations owed. Computed once per run. The domain-generic invariants
+    /// judge by it: `final-state-matches-creation-order` (the final states),
+    /// `owed-operation-settles` and `only-owed-operations-take-effect` (the operations owed,
+    /// their owing and payloads), and `receipt-commits-with-its-work` (through
+    /// [`Domain::check_receipt_work`]'s default). It must depend on creation order alone, never
+    /// on arrival ([`check_domain`] checks that).
     fn model(&self, workload: &Workload) -> Model;
 
     /// Whether an entity may move from `before` to `after` (both of one entity) in one commit.
@@ -88,12 +94,18 @@ pub trait Domain: Send + Sync {
     fn may_become(&self, before: &EntityState, after: &EntityState) -> bool;
 
     /// Whether a correct receiver must refuse `event` for good, and how. `None`: it must accept
-    /// it (a 2xx, or a 503 while it cannot), even if it changes nothing.
+    /// it (a 2xx, or a 503 while it cannot), even if it changes nothing. `genuine-delivery-accepted`
+    /// fails a receiver that refuses an event this accepts, `receipt-commits-with-its-work` one
+    /// that commits a receipt for an event this refuses, and `every-event-processed` and
+    /// `sender-converges` expect no receipt for it.
     fn refusal(&self, workload: &Workload, event: &EventSpec) -> Option<Refusal>;
 
     /// The business operation a payload sent to the provider is for, as the provider reads it:
     /// the key effects are counted under. `Err` says why the provider cannot read it (it
-    /// refuses such a request with a 400).
+    /// refuses such a request with a 400). Every invariant about effects and obligations reads
+    /// operations through it (`one-effect-per-operation`, `request-matches-obligation`,
+    /// `owed-operation-settles`, ...), so every payload the model owes must read as the key it
+    /// is owed under ([`check_domain`] checks that).
     fn operation_of(&self, payload: &str) -> Result<String, String>;
 
     /// A body that is not a valid event of this domain, made from a genuine one, for the
@@ -213,7 +225,9 @@ pub trait Domain: Send + Sync {
     }
 
     /// Checks one commit's business rules beyond the pattern's (for example "a transition to
-    /// paid commits with its obligation"). The default has none.
+    /// paid commits with its obligation"). `receipt-commits-with-its-work` calls it for every
+    /// commit of every step, and for every commit of a journal of real commits. The default has
+    /// none.
     fn check_commit_work(&self, commit: &CommitRecord, workload: &Workload) -> Result<(), String> {
         let _ = (commit, workload);
         Ok(())
