@@ -25,7 +25,8 @@
 //!
 //! Environment variables, read once per call, like `PROPTEST_CASES` and `MADSIM_TEST_SEED`:
 //! `COMMITGAP_CASES` (seeds to sweep), `COMMITGAP_FIRST_SEED` (where the range starts) and
-//! `COMMITGAP_SEED` (run just this one seed). Nothing else here reads the environment, and every
+//! `COMMITGAP_SEED` (run just this one seed); a check that must sweep its own range whatever they
+//! say calls [`Check::ignore_environment`]. Nothing else here reads the environment, and every
 //! run is decided by its seed alone.
 
 use std::collections::BTreeMap;
@@ -79,6 +80,8 @@ pub struct Check {
     backend: Backend,
     max_failures: u64,
     shrink_max: u64,
+    /// Whether `COMMITGAP_CASES`, `COMMITGAP_FIRST_SEED` and `COMMITGAP_SEED` change the range.
+    reads_environment: bool,
 }
 
 impl std::fmt::Debug for Check {
@@ -126,6 +129,7 @@ impl Check {
             backend: Backend::Memdb,
             max_failures: DEFAULT_MAX_FAILURES,
             shrink_max: DEFAULT_SHRINK_MAX,
+            reads_environment: true,
         }
     }
 
@@ -138,6 +142,15 @@ impl Check {
         check.shape = app.shape().clone();
         check.replay_prefix = Some(app.prefix().to_owned());
         check
+    }
+
+    /// Sweeps exactly the range this check is given, whatever `COMMITGAP_CASES`,
+    /// `COMMITGAP_FIRST_SEED` and `COMMITGAP_SEED` say: for a test that expects a failure within
+    /// its range (a planted bug's), which `COMMITGAP_SEED=N cargo test`, meant for another test,
+    /// would otherwise narrow to one seed that may pass.
+    pub fn ignore_environment(mut self) -> Check {
+        self.reads_environment = false;
+        self
     }
 
     /// Where regressions are read from and new failures written to.
@@ -268,6 +281,13 @@ impl Check {
                     )
                 }),
                 Err(_) => Ok(None),
+            }
+        };
+        let read = |name: &str| {
+            if self.reads_environment {
+                read(name)
+            } else {
+                Ok(None)
             }
         };
         if let Some(seed) = read("COMMITGAP_SEED")? {

@@ -34,6 +34,7 @@ fn the_ci_service_survives_the_simulation() {
 fn the_planted_flaw_fails_the_check_with_a_command_that_replays_it() {
     let directory = std::env::temp_dir().join(format!("ci-harness-{}", std::process::id()));
     let message = check(LAST_ARRIVAL_WINS)
+        .ignore_environment()
         .seeds_dir(&directory)
         .cases(60)
         .max_failures(2)

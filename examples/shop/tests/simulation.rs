@@ -33,6 +33,7 @@ fn the_planted_bug_fails_the_check_with_a_command_that_replays_it() {
     let message = check(ShopSystem {
         receipt_in_own_transaction: true,
     })
+    .ignore_environment()
     .seeds_dir(&directory)
     .cases(4)
     .try_run()

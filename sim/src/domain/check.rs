@@ -2,9 +2,8 @@
 //! receiver relies on the domain to keep, so that a sweep never blames a system for a domain's
 //! mistake.
 //!
-//! Each property is checked on workloads the domain draws for seeds and configurations drawn as
-//! a sweep draws them (with proptest, which shrinks a failure towards the smallest seed that
-//! shows it):
+//! Each property is checked on workloads the domain draws for seeds and sizes like a sweep's
+//! (with proptest, which shrinks a failure towards the smallest workload that shows it):
 //! - `draws-deterministically`: one seed draws the same fixtures and events every time, and the
 //!   model of one workload is the same every time (operation keys included);
 //! - `events-are-well-formed`: ids are non-empty and unique within their account, creation times
@@ -29,10 +28,12 @@ use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use super::{Domain, EntityState, draw_workload};
-use crate::backend::Backend;
-use crate::config::SimConfig;
+use crate::rng::Ratio;
 use crate::shape::WorkloadSettings;
 use crate::workload::{EventSpec, Workload};
+
+/// A minute of virtual time, in milliseconds.
+const MINUTE_MS: i64 = 60_000;
 
 /// How many drawn workloads [`check_domain`] checks by default: a second or so for a domain of
 /// a few hundred lines.
@@ -64,11 +65,30 @@ pub fn check_domain_with(domain: &dyn Domain, cases: u32) -> Result<(), String> 
     };
     // Deterministic: the same domain is checked on the same workloads every time.
     let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
-    let cases = (0_u64..1_000_000, proptest::bool::ANY).prop_map(|(seed, edge_values)| {
-        let mut settings = SimConfig::draw(seed, Backend::Memdb).workload_settings();
-        settings.edge_values = edge_values;
-        (seed, settings)
-    });
+    // Sizes and shares as a sweep draws them (1 to 3 tenants of 1 to 4 subjects, a window of a
+    // minute or ten), a little wider, so a shrunk failure is as small as it can be.
+    let updates = proptest::option::of((0_u32..=3).prop_map(|most| (0, most)));
+    let cases = (
+        0_u64..1_000_000,
+        (1_u32..=4, 1_u32..=6),
+        proptest::sample::select(vec![MINUTE_MS, 10 * MINUTE_MS]),
+        updates,
+        proptest::bool::ANY,
+    )
+        .prop_map(
+            |(seed, (tenants, subjects), emit_window_ms, updates, edge_values)| {
+                let settings = WorkloadSettings {
+                    tenants,
+                    subjects_per_tenant: subjects,
+                    emit_window_ms,
+                    completed_subjects: Ratio::new(4, 5),
+                    updates_per_subject: updates,
+                    racing_subjects: Ratio::new(1, 4),
+                    edge_values,
+                };
+                (seed, settings)
+            },
+        );
     match runner.run(&cases, |(seed, settings)| check_case(domain, seed, &settings)) {
         Ok(()) => Ok(()),
         Err(TestError::Fail(why, (seed, settings))) => Err(format!(
