@@ -49,7 +49,7 @@ impl std::fmt::Display for Unsettled {
 /// to twice the relay's configured waits (`SimConfig::relay_waits_ms`), and never past the limits
 /// every run is held to.
 ///
-/// The step bound counts only the steps taken while work is due ([`World::has_due_work`]): a
+/// The step bound counts only the steps taken while work is due (`World::has_due_work`): a
 /// delivery, answer or request in flight, a process down, or an owed obligation whose next
 /// attempt and lease have both come. A system's steps while nothing is due (a relay polling for
 /// work, a heartbeat) are its own business: how often it polls must not decide whether a run
