@@ -53,6 +53,10 @@ pub enum ProviderReply {
     /// Another request with this key is still being processed (HTTP 409). Retry later with the
     /// same key.
     Conflict,
+    /// Too many requests (HTTP 429): the provider refused the request before looking at it, and
+    /// says, with `Retry-After`, when to try again (in milliseconds from the answer), if it says.
+    /// Nothing was performed; the request is as good as new, and waits out the limit.
+    RateLimited { retry_after_ms: Option<i64> },
     /// The request can never succeed as sent (HTTP 4xx other than 409), for example a key reused
     /// with a different payload (422) or a payload the provider cannot parse (400).
     Rejected { status: u16, reason: String },

@@ -443,7 +443,7 @@ async fn apply_event<S: ReceiverSteps>(
 pub trait ReceiverSteps {
     /// Where the receipts and obligations live, and the pattern's statements over them: the
     /// reference's `receipts` and `outbox` unless overridden.
-    fn tables(&self) -> &Tables {
+    fn receiver_tables(&self) -> &Tables {
         Tables::reference()
     }
 
@@ -487,7 +487,7 @@ pub trait ReceiverSteps {
             return Ok(Recorded::Answered(answer));
         }
         let (account, event_id) = (&incoming.event.account, &incoming.event.id);
-        let tables = self.tables();
+        let tables = self.receiver_tables();
         if tables
             .insert_receipt(env, account, event_id, &incoming.digest)
             .await?
@@ -577,7 +577,7 @@ pub trait ReceiverSteps {
     /// first row (the order guard should have made it impossible; keeping the first row is still
     /// right).
     async fn enqueue_obligation(&self, env: &dyn Env, obligation: &Obligation) -> Result<(), DbError> {
-        self.tables()
+        self.receiver_tables()
             .enqueue(
                 env,
                 &obligation.operation_key,

@@ -4,7 +4,8 @@
 //! (owner, a token that only grows, an expiry), calls the provider outside any transaction with
 //! the persisted key and the persisted payload, and records the outcome only if the row still
 //! carries its token, so a worker whose lease was taken over cannot overwrite the new holder's
-//! work. Transient failures (timeouts, 5xx, 409) back off, up to a bounded number of attempts;
+//! work. Transient failures (timeouts, 5xx, 409) back off, up to a bounded number of attempts; a
+//! rate limit (429) waits as long as the provider's `Retry-After` says and spends no attempt;
 //! after a timeout or a 409 the key is left alone for the provider's processing bound, and every
 //! lease outlasts that bound, so two requests with one key are never at the provider at once (a
 //! provider that executes concurrent requests twice would perform both); permanent rejections and exhausted attempts move the obligation to `dead` with a reason, from
@@ -17,10 +18,11 @@
 //! key, reconcile with the provider, send, complete, with the lease they run under. [`run_worker`]
 //! runs them as they are; [`run_worker_with`] runs a variant that overrides some of them, so that
 //! a variant reads as a small change against this module. The steps run over the tables
-//! [`RelaySteps::tables`] declares ([`crate::tables`]): the reference's `outbox` unless a system
-//! keeps its obligations elsewhere, which then gets every step without writing one. What a
+//! [`RelaySteps::relay_tables`] declares ([`crate::tables`]): the reference's `outbox` unless a
+//! system keeps its obligations elsewhere, which then gets every step without writing one. What a
 //! step writes about its claim's outcome ([`bury`], [`retry_later`], [`retry_not_before`],
-//! [`extend_lease`], [`fenced_write`]) is public, for a variant that changes a step around it.
+//! [`wait_out_rate_limit`], [`extend_lease`], [`fenced_write`]) is public, for a variant that
+//! changes a step around it.
 //!
 //! The relay must not hold a transaction open across a provider call, must not rebuild the payload
 //! or mint a new key, must not send a key while an earlier request with it may still be in flight,
@@ -194,7 +196,7 @@ pub async fn relay_once_with<S: RelaySteps>(
     settings: &RelaySettings,
 ) -> Result<Pass, DbError> {
     let now_ms = env.now_ms();
-    let Some((operation_key, due_ms)) = steps.tables().next_due(env).await? else {
+    let Some((operation_key, due_ms)) = steps.relay_tables().next_due(env).await? else {
         return Ok(Pass::Idle { next_due_ms: None });
     };
     if due_ms > now_ms {
@@ -224,7 +226,7 @@ pub async fn relay_once_with<S: RelaySteps>(
 pub trait RelaySteps {
     /// Where the obligations live, and the pattern's statements over them: the reference's
     /// `outbox` unless overridden. Every other default step runs over these.
-    fn tables(&self) -> &Tables {
+    fn relay_tables(&self) -> &Tables {
         Tables::reference()
     }
 
@@ -252,7 +254,7 @@ pub trait RelaySteps {
         let now_ms = env.now_ms();
         let lease_until_ms = now_ms + self.lease_ms(settings);
         let row = self
-            .tables()
+            .relay_tables()
             .claim(env, env.process_id(), now_ms, lease_until_ms, operation_key)
             .await?;
         row.map(|row| Claim::from_row(operation_key, &row)).transpose()
@@ -292,17 +294,20 @@ pub trait RelaySteps {
             // lookup used up part of the lease; extend it (a heartbeat, fenced by the token) so the
             // send runs under a full lease.
             Ok(ProviderReply::NotFound) => {
-                if extend_lease(env, self.tables(), self.lease_ms(settings), claim).await? {
+                if extend_lease(env, self.relay_tables(), self.lease_ms(settings), claim).await? {
                     return Ok(Reconciled::Send);
                 }
             }
+            Ok(ProviderReply::RateLimited { retry_after_ms }) => {
+                wait_out_rate_limit(env, self.relay_tables(), settings, claim, retry_after_ms).await?;
+            }
             Ok(other) => {
                 let error = format!("lookup: {other:?}");
-                retry_later(env, self.tables(), settings, claim, &error).await?;
+                retry_later(env, self.relay_tables(), settings, claim, &error).await?;
             }
             Err(error) => {
                 let error = format!("lookup: {error}");
-                retry_later(env, self.tables(), settings, claim, &error).await?;
+                retry_later(env, self.relay_tables(), settings, claim, &error).await?;
             }
         }
         Ok(Reconciled::Settled)
@@ -315,8 +320,8 @@ pub trait RelaySteps {
         Ok(claim.payload.clone())
     }
 
-    /// Calls the provider, outside any transaction, and records the outcome under the lease:
-    /// complete on acceptance, bury on a permanent rejection, retry later on anything else.
+    /// Calls the provider, outside any transaction, and records the outcome under the lease
+    /// ([`RelaySteps::record_reply`]).
     async fn send(
         &self,
         env: &dyn Env,
@@ -329,9 +334,24 @@ pub trait RelaySteps {
             idempotency_key,
             payload,
         };
+        let reply = call(env, settings, send).await;
+        self.record_reply(env, settings, claim, reply).await
+    }
+
+    /// Records, under the lease, what became of a send: complete on acceptance, bury on a
+    /// permanent rejection, leave the key alone for the provider's processing bound after a 409
+    /// or a timeout (the request may still be working), wait out a rate limit without spending
+    /// the attempt, and retry later on anything else.
+    async fn record_reply(
+        &self,
+        env: &dyn Env,
+        settings: &RelaySettings,
+        claim: &Claim,
+        reply: Result<ProviderReply, CallError>,
+    ) -> Result<(), DbError> {
         let in_flight_wait_ms = self.in_flight_wait_ms(settings);
-        let tables = self.tables();
-        match call(env, settings, send).await {
+        let tables = self.relay_tables();
+        match reply {
             Ok(ProviderReply::Accepted { effect_id, .. }) => self.complete(env, claim, &effect_id).await,
             Ok(ProviderReply::Rejected { status, reason }) => {
                 let reason = format!("provider rejected the request with {status}: {reason}");
@@ -340,6 +360,9 @@ pub trait RelaySteps {
             Ok(ProviderReply::Conflict) => {
                 let error = "provider is still processing this key (409)";
                 retry_not_before(env, tables, settings, claim, error, in_flight_wait_ms).await
+            }
+            Ok(ProviderReply::RateLimited { retry_after_ms }) => {
+                wait_out_rate_limit(env, tables, settings, claim, retry_after_ms).await
             }
             Ok(other) => {
                 let error = format!("unexpected reply {other:?}");
@@ -362,7 +385,7 @@ pub trait RelaySteps {
             text(&claim.operation_key),
             int(claim.lease_token),
         ];
-        fenced_write(env, claim, self.tables().complete_sql(), &params).await
+        fenced_write(env, claim, self.relay_tables().complete_sql(), &params).await
     }
 }
 
@@ -371,7 +394,7 @@ impl RelaySteps for Reference {}
 /// The reference's relay over a system's own tables: every step as the reference takes it, with
 /// the statements written for `self`.
 impl RelaySteps for Tables {
-    fn tables(&self) -> &Tables {
+    fn relay_tables(&self) -> &Tables {
         self
     }
 }
@@ -440,6 +463,34 @@ pub async fn retry_not_before(
         int(claim.lease_token),
     ];
     fenced_write(env, claim, tables.retry_sql(), &params).await
+}
+
+/// Releases the lease on `claim` in `tables` after the provider answered 429: the next attempt
+/// waits until the provider said it may come (`retry_after_ms`, at most the backoff's cap), or
+/// for the backoff when it said nothing, and the attempt is given back, since the provider
+/// refused it before looking at it. A limit, however long, never spends the attempts that bury
+/// an obligation; only the provider's own answers do.
+pub async fn wait_out_rate_limit(
+    env: &dyn Env,
+    tables: &Tables,
+    settings: &RelaySettings,
+    claim: &Claim,
+    retry_after_ms: Option<i64>,
+) -> Result<(), DbError> {
+    let wait_ms = retry_after_ms
+        .map_or_else(|| settings.backoff_ms(claim.attempts), |ms| ms.max(0))
+        .min(settings.backoff_cap_ms.max(1));
+    let error = match retry_after_ms {
+        Some(ms) => format!("provider is rate limiting (429, retry after {ms} ms)"),
+        None => "provider is rate limiting (429)".to_owned(),
+    };
+    let params = [
+        int(env.now_ms().saturating_add(wait_ms)),
+        text(&error),
+        text(&claim.operation_key),
+        int(claim.lease_token),
+    ];
+    fenced_write(env, claim, tables.rate_limited_sql(), &params).await
 }
 
 /// Moves the obligation of `claim` in `tables` to dead with a reason an operator can act on,

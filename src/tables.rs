@@ -4,7 +4,8 @@
 //! it records a receipt per event and tells a duplicate from an id reused with another body, it
 //! purges old receipts, it enqueues an obligation keyed by its operation, and its relay finds the
 //! next due obligation, claims it under a fenced lease, extends the lease, completes it, backs it
-//! off, buries it with a reason, and lets an operator requeue it. A system declares where those
+//! off (or waits out a rate limit without spending an attempt), buries it with a reason, and lets
+//! an operator requeue it. A system declares where those
 //! rows live ([`ReceiptTable`], [`OutboxTable`]: a table name, its column names, the outbox's
 //! status values) and [`Tables`] writes every statement from the declaration once; the
 //! receiver's and relay's steps ([`crate::receiver::ReceiverSteps`],
@@ -152,6 +153,8 @@ struct Statements {
     complete: String,
     /// `(next_attempt_ms, error, key, token)`.
     retry: String,
+    /// `(next_attempt_ms, error, key, token)`, giving the attempt back.
+    rate_limited: String,
     /// `(reason, key, token)`.
     bury: String,
     /// `()` -> every dead key, oldest first.
@@ -254,6 +257,7 @@ impl Tables {
             Some(&s.extend_lease),
             Some(&s.complete),
             Some(&s.retry),
+            Some(&s.rate_limited),
             Some(&s.bury),
             Some(&s.dead_keys),
             Some(&s.requeue),
@@ -367,6 +371,7 @@ impl Tables {
             ("extend-lease", &s.extend_lease),
             ("complete", &s.complete),
             ("retry", &s.retry),
+            ("rate-limited", &s.rate_limited),
             ("bury", &s.bury),
             ("dead-keys", &s.dead_keys),
             ("requeue", &s.requeue),
@@ -387,6 +392,13 @@ impl Tables {
     /// The statement that schedules the next attempt: `(next_attempt_ms, error, key, token)`.
     pub fn retry_sql(&self) -> &str {
         &self.sql.retry
+    }
+
+    /// The statement that schedules the next attempt after a rate limit and gives the attempt
+    /// back, since the provider refused it before looking at it: `(next_attempt_ms, error, key,
+    /// token)`.
+    pub fn rate_limited_sql(&self) -> &str {
+        &self.sql.rate_limited
     }
 
     /// The statement that buries an obligation: `(reason, key, token)`.
@@ -496,6 +508,10 @@ impl Statements {
             retry: format!(
                 "UPDATE {outbox} SET {next} = ?1, {last_error} = ?2, {expires} = NULL \
                  {held}"
+            ),
+            rate_limited: format!(
+                "UPDATE {outbox} SET {next} = ?1, {last_error} = ?2, {expires} = NULL, \
+                 {attempts} = {attempts} - 1 {held}"
             ),
             bury: format!(
                 "UPDATE {outbox} SET {status} = '{dead}', {dead_reason} = ?1, {expires} = NULL \

@@ -8,8 +8,10 @@
 //!   `{"effect_id": "...", "replayed": bool}`;
 //! - `GET {base}/effects` with `Idempotency-Key: K` looks the key up: 200 with `{"effect_id":
 //!   "..."}` when an effect was performed under it, 404 when none was;
-//! - 409 means a request with the key is still in progress; 408, 425, 429 and 5xx ask for a later
-//!   try; any other 4xx refuses the request for good.
+//! - 409 means a request with the key is still in progress; 429 means too many requests, with a
+//!   `Retry-After` (in seconds) saying when to come back, which reaches the relay as
+//!   [`ProviderReply::RateLimited`]; 408, 425 and 5xx ask for a later try; any other 4xx refuses
+//!   the request for good.
 //!
 //! A reply that does not come within the timeout is [`CallError::Timeout`], ambiguous as it is in
 //! the simulation: the provider may have acted. This module must not retry: retrying is the
@@ -79,8 +81,9 @@ impl ProviderClient for HttpProvider {
         match answer {
             Ok(response) => success(response, lookup),
             Err(ureq::Error::Status(status, response)) => {
+                let retry_after_ms = response.header("Retry-After").and_then(retry_after_ms);
                 let reason = response.into_string().unwrap_or_default();
-                failure(status, reason, lookup)
+                failure(status, reason, lookup, retry_after_ms)
             }
             Err(ureq::Error::Transport(transport)) => Err(transport_error(&transport)),
         }
@@ -109,14 +112,32 @@ fn success(response: ureq::Response, lookup: bool) -> Result<ProviderReply, Call
     Ok(ProviderReply::Accepted { effect_id, replayed })
 }
 
-/// Reads a non-2xx answer.
-fn failure(status: u16, reason: String, lookup: bool) -> Result<ProviderReply, CallError> {
+/// Reads a non-2xx answer, with the milliseconds its `Retry-After` asked for, if any.
+fn failure(
+    status: u16,
+    reason: String,
+    lookup: bool,
+    retry_after_ms: Option<i64>,
+) -> Result<ProviderReply, CallError> {
     match status {
         404 if lookup => Ok(ProviderReply::NotFound),
         409 => Ok(ProviderReply::Conflict),
-        408 | 425 | 429 | 500..=599 => Err(CallError::Unavailable(format!("{status}: {reason}"))),
+        429 => Ok(ProviderReply::RateLimited { retry_after_ms }),
+        408 | 425 | 500..=599 => Err(CallError::Unavailable(format!("{status}: {reason}"))),
         _ => Ok(ProviderReply::Rejected { status, reason }),
     }
+}
+
+/// A `Retry-After` header's delay in milliseconds, when it gives one in seconds (RFC 9110 also
+/// allows a date, which a relay cannot read without trusting the provider's clock, so it is
+/// taken as no delay given).
+fn retry_after_ms(header: &str) -> Option<i64> {
+    let seconds = header
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|seconds| *seconds >= 0)?;
+    seconds.checked_mul(1_000)
 }
 
 /// A request that got no answer: a timeout is the ambiguous [`CallError::Timeout`]; anything else
@@ -144,25 +165,34 @@ mod tests {
 
     #[test]
     fn statuses_read_as_the_relay_expects() {
-        assert_eq!(failure(404, String::new(), true), Ok(ProviderReply::NotFound));
-        assert_eq!(failure(409, String::new(), false), Ok(ProviderReply::Conflict));
+        assert_eq!(
+            failure(404, String::new(), true, None),
+            Ok(ProviderReply::NotFound)
+        );
+        assert_eq!(
+            failure(409, String::new(), false, None),
+            Ok(ProviderReply::Conflict)
+        );
+        assert_eq!(
+            failure(429, String::new(), false, retry_after_ms("30")),
+            Ok(ProviderReply::RateLimited {
+                retry_after_ms: Some(30_000)
+            })
+        );
+        assert_eq!(retry_after_ms("Wed, 21 Oct 2026 07:28:00 GMT"), None);
         assert!(matches!(
-            failure(429, String::new(), false),
-            Err(CallError::Unavailable(_))
-        ));
-        assert!(matches!(
-            failure(503, String::new(), true),
+            failure(503, String::new(), true, None),
             Err(CallError::Unavailable(_))
         ));
         assert_eq!(
-            failure(402, "card declined".to_owned(), false),
+            failure(402, "card declined".to_owned(), false, None),
             Ok(ProviderReply::Rejected {
                 status: 402,
                 reason: "card declined".to_owned()
             })
         );
         assert!(matches!(
-            failure(404, String::new(), false),
+            failure(404, String::new(), false, None),
             Ok(ProviderReply::Rejected { status: 404, .. })
         ));
     }
