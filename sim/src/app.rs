@@ -110,7 +110,8 @@ impl App {
     }
 
     /// A fault model of the team's own, drawn per seed like the built-in ones and after them.
-    /// A name another model already has is refused when the program runs.
+    /// One of a built-in model's name replaces that model, and the program says so in one line
+    /// when it starts; a name another of the team's models has is refused when the program runs.
     pub fn fault(mut self, kind: FaultKind) -> App {
         if let Err(why) = self.registry.add_fault(kind) {
             self.refused.get_or_insert(why);
@@ -118,8 +119,9 @@ impl App {
         self
     }
 
-    /// An invariant of the team's own, checked after the built-in ones. A built-in invariant's
-    /// name is refused when the program runs.
+    /// An invariant of the team's own, checked after the built-in ones. One of a built-in
+    /// invariant's name replaces that invariant, and the program says so in one line when it
+    /// starts.
     pub fn invariant(mut self, invariant: Arc<dyn Invariant>) -> App {
         if let Err(why) = self.registry.add_invariant(invariant) {
             self.refused.get_or_insert(why);

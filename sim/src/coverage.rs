@@ -188,9 +188,10 @@ pub struct Probes {
     purged_events: BTreeSet<(String, String)>,
     /// The lease each process took last and has not written under yet, by process id.
     claims: BTreeMap<String, Claim>,
-    /// Keys the provider stored with a time to forget them: `(forget at, key, operation)`, in
-    /// the order they will be forgotten. The operation is empty for an unreadable payload.
-    key_expiries: BTreeSet<(i64, String, String)>,
+    /// Keys the provider stored with a time to forget them: `(forget at, key, operation, the
+    /// fault model that decided it)`, in the order they will be forgotten. The operation is
+    /// empty for an unreadable payload.
+    key_expiries: BTreeSet<(i64, String, String, String)>,
 }
 
 impl Probes {
@@ -317,30 +318,31 @@ impl Probes {
     }
 
     /// The provider stored `key`, sent for business operation `operation` (empty if the payload
-    /// named none), and will forget it at `forget_at_ms`.
-    pub fn key_stored(&mut self, forget_at_ms: i64, key: &str, operation: String) {
+    /// named none), and will forget it at `forget_at_ms`, as fault model `model` decided.
+    pub fn key_stored(&mut self, forget_at_ms: i64, key: &str, operation: String, model: String) {
         self.key_expiries
-            .insert((forget_at_ms, key.to_owned(), operation));
+            .insert((forget_at_ms, key.to_owned(), operation, model));
     }
 
-    /// Called before each step: returns the keys the provider forgot by `now_ms`. They were
+    /// Called before each step: returns the keys the provider forgot by `now_ms`, each with the
+    /// fault model that decided it. They were
     /// forgotten since the previous step, when the committed rows were what `view` holds now,
     /// so an obligation owed in the view was owed at that moment. The common case, nothing
     /// forgotten, costs one comparison and allocates nothing.
-    pub fn keys_forgotten_by(&mut self, now_ms: i64, view: &DbView) -> Vec<String> {
+    pub fn keys_forgotten_by(&mut self, now_ms: i64, view: &DbView) -> Vec<(String, String)> {
         let mut forgotten = Vec::new();
-        while let Some((forget_at_ms, _, _)) = self.key_expiries.first() {
+        while let Some((forget_at_ms, _, _, _)) = self.key_expiries.first() {
             if *forget_at_ms > now_ms {
                 break;
             }
-            let (_, key, operation) = self.key_expiries.pop_first().expect("checked above");
+            let (_, key, operation, model) = self.key_expiries.pop_first().expect("checked above");
             if view
                 .obligations_for(&operation)
                 .any(|obligation| obligation.status == ObligationStatus::Owed)
             {
                 self.reach(Situation::KeyExpiredWhileOwed);
             }
-            forgotten.push(key);
+            forgotten.push((key, model));
         }
         forgotten
     }

@@ -238,6 +238,9 @@ impl Check {
         if let Some(why) = &self.refused {
             return Err(why.clone());
         }
+        for notice in self.registry.notices() {
+            eprintln!("note: {notice}");
+        }
         let (first_seed, cases) = self.range_from_environment()?;
         let (regression_problems, regressions) = self.replay_regressions()?;
         let swept = self.sweep_range(first_seed, cases)?;

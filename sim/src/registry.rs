@@ -24,6 +24,7 @@ pub struct Registry {
     faults: Vec<FaultKind>,
     invariants: Vec<Arc<dyn Invariant>>,
     replay_prefix: String,
+    notices: Vec<String>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -42,6 +43,7 @@ impl std::fmt::Debug for Registry {
                     .collect::<Vec<_>>(),
             )
             .field("replay_prefix", &self.replay_prefix)
+            .field("notices", &self.notices)
             .finish()
     }
 }
@@ -52,6 +54,7 @@ impl Default for Registry {
             faults: faults::built_in(),
             invariants: Vec::new(),
             replay_prefix: COMMITGAP_REPLAY_PREFIX.to_owned(),
+            notices: Vec::new(),
         }
     }
 }
@@ -64,23 +67,45 @@ impl Registry {
 
     /// Adds a fault model after every one already here, so it takes precedence over none of
     /// them; it draws from streams of its own, so it changes no other model's settings or
-    /// decisions. Refused when another model has its name; adding the same model again changes
-    /// nothing.
+    /// decisions. Adding the same model again changes nothing. A built-in model of its name
+    /// gives way to it, with a notice (see [`Registry::notices`]): a built-in added in a later
+    /// release never breaks a program. Refused when another added model has its name.
     pub fn add_fault(&mut self, kind: FaultKind) -> Result<(), String> {
-        if faults::check_addition(&self.faults, &kind)? {
-            self.faults.push(kind);
+        match faults::check_addition(&self.faults, &kind)? {
+            faults::Addition::Joins => self.faults.push(kind),
+            faults::Addition::AlreadyThere => {}
+            faults::Addition::ReplacesBuiltIn => {
+                self.faults.retain(|existing| existing.name != kind.name);
+                self.notices.push(format!(
+                    "the fault model {:?} added here replaces the built-in one of that name; rename yours to run both",
+                    kind.name
+                ));
+                self.faults.push(kind);
+            }
         }
         Ok(())
     }
 
     /// Adds an invariant, checked after the built-in ones (so a failure a built-in invariant
-    /// names keeps its name). Refused when a built-in invariant has its name; adding one of a
-    /// name already added changes nothing.
+    /// names keeps its name); adding one of a name already added changes nothing. A built-in
+    /// invariant of its name gives way to it, with a notice (see [`Registry::notices`]).
     pub fn add_invariant(&mut self, invariant: Arc<dyn Invariant>) -> Result<(), String> {
         if invariants::check_addition(&self.invariants, &*invariant)? {
+            if invariants::replaces_built_in(invariant.name()) {
+                self.notices.push(format!(
+                    "the invariant {:?} added here replaces the built-in one of that name; rename yours to check both",
+                    invariant.name()
+                ));
+            }
             self.invariants.push(invariant);
         }
         Ok(())
+    }
+
+    /// What a person should know about how the models and invariants were added (one of a
+    /// built-in's name replaced it), one line each; programs print them before they run.
+    pub fn notices(&self) -> &[String] {
+        &self.notices
     }
 
     /// Sets the command a person runs the program with, up to the command name; every printed

@@ -294,6 +294,31 @@ impl Schedule {
         Ok(())
     }
 
+    /// Every fault model the schedule's decisions are the doing of, by name.
+    pub fn fault_models(&self) -> std::collections::BTreeSet<String> {
+        let mut models = std::collections::BTreeSet::new();
+        for line in &self.steps {
+            for decision in StepLine::parse(line).decisions {
+                models.extend(decision.models().into_iter().map(str::to_owned));
+            }
+        }
+        models
+    }
+
+    /// Refuses a schedule holding decisions of a fault model that `config` turns off: its
+    /// actions would run, credited to a model the file says was off, and the file would no
+    /// longer say which model made the failure. One line naming the model and the fix.
+    pub fn check_fault_models_on(&self, config: &crate::config::SimConfig) -> Result<(), String> {
+        for model in self.fault_models() {
+            if config.faults.get(&model).is_some_and(crate::faults::turned_off) {
+                return Err(format!(
+                    "steps hold decisions of fault model {model:?}, which the configuration beside them turns off (faults.{model}.enabled); turn it on or remove its decisions"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// How many fault choices the schedule makes.
     pub fn fault_count(&self) -> usize {
         self.steps
@@ -500,20 +525,35 @@ mod tests {
 
     #[test]
     fn step_lines_round_trip_and_tolerate_edits() {
-        let line = StepLine::parse("relay-1#1 call | provider-latency 35 | lose-reply");
+        let line = StepLine::parse("relay-1#1 call | provider-latency 35 | lose-reply lost-ack");
         assert_eq!(line.run, "relay-1#1 call");
         assert_eq!(line.decisions.len(), 2);
         assert_eq!(
             line.to_string(),
-            "relay-1#1 call | provider-latency 35 | lose-reply"
+            "relay-1#1 call | provider-latency 35 | lose-reply lost-ack"
         );
         assert_eq!(line.fault_count(), 1);
+        // A line written before decisions named their model credits the built-in that alone
+        // made them then, and is written back with its name.
+        let old = StepLine::parse("relay-1#1 call | lose-reply");
+        assert_eq!(old.to_string(), "relay-1#1 call | lose-reply lost-ack");
         let edited = StepLine::parse("  sender emit acct-a/evt-1 |  | copies 2 |");
         assert_eq!(edited.run, "sender emit acct-a/evt-1");
-        assert_eq!(edited.decisions, vec![Decision::Copies(2)]);
+        assert_eq!(
+            edited.decisions,
+            vec![Decision::Copies {
+                count: 2,
+                model: "duplicate-delivery".to_owned()
+            }]
+        );
         assert_eq!(StepLine::parse("").run, "");
-        let typo = StepLine::parse("a | copiez 2 | lose-answer");
-        assert_eq!(typo.decisions, vec![Decision::LoseAnswer]);
+        let typo = StepLine::parse("a | copiez 2 | lose-answer my-fault");
+        assert_eq!(
+            typo.decisions,
+            vec![Decision::LoseAnswer {
+                model: "my-fault".to_owned()
+            }]
+        );
         assert_eq!(typo.unreadable.len(), 1);
         assert!(typo.unreadable[0].contains("copiez"), "{:?}", typo.unreadable);
     }

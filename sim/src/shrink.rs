@@ -388,13 +388,15 @@ impl Shrinker<'_> {
         }
     }
 
-    /// Fault models off, and a shorter fault phase.
+    /// Fault models off, and a shorter fault phase. A model whose decisions the schedule still
+    /// holds stays on: the file must name, with its settings, every model that made its failure.
     fn reduce_fault_models(&mut self) {
         let names: Vec<String> = self.best.config.faults.keys().cloned().collect();
         for name in names {
             let enabled =
                 self.best.config.faults[&name].get("enabled") == Some(&serde_json::Value::Bool(true));
-            if enabled && !self.exhausted() {
+            let acts = self.best.schedule.fault_models().contains(&name);
+            if enabled && !acts && !self.exhausted() {
                 let mut config = self.best.config.clone();
                 config.faults.get_mut(&name).expect("listed above")["enabled"] =
                     serde_json::Value::Bool(false);

@@ -76,6 +76,21 @@ pub struct ExtraDelivery {
     pub at_ms: i64,
     /// Why it happens, for the trace (`spontaneous duplicate`, `manual resend`).
     pub reason: String,
+    /// The fault model that added it, credited when it goes out. Empty in seed files written
+    /// before deliveries named their model: the built-in the reason names is credited then.
+    #[serde(default)]
+    pub fault: String,
+}
+
+impl ExtraDelivery {
+    /// A delivery at `at_ms` for `reason`, added by fault model `fault`.
+    pub fn new(at_ms: i64, reason: &str, fault: &str) -> ExtraDelivery {
+        ExtraDelivery {
+            at_ms,
+            reason: reason.to_owned(),
+            fault: fault.to_owned(),
+        }
+    }
 }
 
 /// One event the sender will emit, and how it will be delivered.

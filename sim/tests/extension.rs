@@ -121,7 +121,7 @@ fn added_models_and_invariants_join_every_run_and_change_no_other_draw() {
             .unwrap_err()
             .contains("already registered")
     );
-    assert!(registry.add_fault(FaultKind::of::<Impostor<true>>()).is_err());
+    assert!(registry.notices().is_empty());
 
     for (seed, old) in before.iter().enumerate() {
         let new = SimConfig::draw_with(
@@ -173,6 +173,85 @@ fn added_models_and_invariants_join_every_run_and_change_no_other_draw() {
             .is_none()),
         "runs without the registry are not judged by its invariant"
     );
+}
+
+/// A built-in added in a later release must not break a program whose own model or invariant
+/// already had its name: the program's own takes the built-in's place, and it is told so.
+#[test]
+fn a_model_or_invariant_of_a_built_in_name_replaces_it_with_a_notice() {
+    let mut registry = Registry::new();
+    registry
+        .add_fault(FaultKind::of::<Impostor<true>>())
+        .expect("a built-in's name is not refused");
+    assert_eq!(registry.faults().len(), faults::built_in().len());
+    assert_eq!(
+        registry.faults().last().map(|kind| kind.name),
+        Some("crash"),
+        "the program's model comes after the built-in ones"
+    );
+    assert_eq!(registry.notices().len(), 1, "{:?}", registry.notices());
+    assert!(
+        registry.notices()[0].contains("\"crash\""),
+        "{:?}",
+        registry.notices()
+    );
+    registry
+        .add_fault(FaultKind::of::<Impostor<true>>())
+        .expect("adding it again is harmless");
+    assert_eq!(registry.notices().len(), 1);
+    let error = run_seed(
+        &systems::by_name("reference").unwrap(),
+        1,
+        &RunOptions {
+            registry: Arc::new(registry.clone()),
+            every_fault: true,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("never built"),
+        "the program's model is the one run: {error}"
+    );
+
+    struct AlwaysFails;
+    impl Invariant for AlwaysFails {
+        fn name(&self) -> &'static str {
+            "one-effect-per-operation"
+        }
+        fn description(&self) -> &'static str {
+            "a program's own rule under a built-in's name"
+        }
+        fn kind(&self) -> InvariantKind {
+            InvariantKind::Safety
+        }
+        fn check(&self, _observation: &Observation<'_>) -> Result<(), String> {
+            Err("the program's own check ran".to_owned())
+        }
+    }
+    let mut registry = Registry::new();
+    registry.add_invariant(Arc::new(AlwaysFails)).unwrap();
+    assert_eq!(registry.notices().len(), 1, "{:?}", registry.notices());
+    let domain = commitgap_sim::domain::payments::Payments;
+    let named: Vec<&str> = registry
+        .invariants(&domain)
+        .iter()
+        .map(|invariant| invariant.name())
+        .filter(|name| *name == "one-effect-per-operation")
+        .collect::<Vec<_>>();
+    assert_eq!(named.len(), 1, "one invariant of that name is checked");
+    let failure = run_seed(
+        &systems::by_name("reference").unwrap(),
+        1,
+        &RunOptions {
+            registry: Arc::new(registry),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap()
+    .failure
+    .expect("the program's invariant fails");
+    assert_eq!(failure.message, "the program's own check ran");
 }
 
 /// Two programs in one process, each with its own model of one name: each run reads its own.

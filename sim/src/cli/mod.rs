@@ -197,6 +197,9 @@ impl App {
             eprintln!("error: {error}");
             return 2;
         }
+        for notice in self.registry().notices() {
+            eprintln!("note: {notice}");
+        }
         run(&self)
     }
 

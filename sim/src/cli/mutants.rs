@@ -209,8 +209,9 @@ fn say_time_to_bug(app: &App, options: &crate::mutants::MutantsOptions, starts: 
             row.system,
             row.mean()
                 .map_or_else(|| "-".to_owned(), |mean| format!("{mean:.1}")),
+            // A search that ran out of budget took more seeds than any that found the bug.
             row.worst()
-                .map_or_else(|| "-".to_owned(), |worst| worst.to_string()),
+                .map_or_else(|| format!(">{}", options.budget), |worst| worst.to_string()),
             format!("{caught}/{starts}"),
             row.invariants.join(", ")
         );
@@ -220,11 +221,16 @@ fn say_time_to_bug(app: &App, options: &crate::mutants::MutantsOptions, starts: 
         .filter(|row| row.worst().is_none())
         .map(|row| row.system.as_str())
         .collect();
-    let worst = rows
-        .iter()
-        .filter_map(crate::mutants::StartsRow::worst)
-        .max()
-        .unwrap_or(0);
+    // Over every search: one that ran out of budget makes the worst "more than the budget".
+    let worst = if survived.is_empty() {
+        rows.iter()
+            .filter_map(crate::mutants::StartsRow::worst)
+            .max()
+            .unwrap_or(0)
+            .to_string()
+    } else {
+        format!("more than {}", options.budget)
+    };
     let mean_max = rows
         .iter()
         .filter_map(crate::mutants::StartsRow::mean)

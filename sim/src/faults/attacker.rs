@@ -38,6 +38,16 @@ impl Fault for Attacker {
     const NAME: &'static str = "attacker";
     const DESCRIPTION: &'static str =
         "forged, tampered, replayed, cross-account and malformed requests at the endpoints";
+    const DETAILS: &'static str =
+        "every 30 s, 5 min or 30 min a hostile request copied from a real delivery: forged signature, body \
+        tampered after signing, replay beyond the tolerance, a retired secret, an event naming another \
+        account, malformed JSON, a body over the size limit, an event of a type the domain says it never \
+        sends (not sent when it names none), a signed event the domain says breaks one validation rule \
+        (payments: an empty id or order, an id one character too long, a control character, a creation \
+        time before the epoch, an amount one cent over the maximum), and a signed, valid event reusing the \
+        id of one the receiver already recorded with another body, which must change nothing (a 422 and a \
+        2xx duplicate are both correct; sent only in seeds without receipt purges and only once that \
+        receipt is committed, since a receiver holding no receipt for the id rightly takes it as new)";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

@@ -22,6 +22,8 @@ impl Fault for ClockJump {
     const NAME: &'static str = "clock-jump";
     const DESCRIPTION: &'static str =
         "a process's clock jumps forward or back, within the configured maximum skew";
+    const DETAILS: &'static str =
+        "the maximum skew the relay tolerates";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

@@ -20,6 +20,9 @@ impl Fault for Crash {
     const NAME: &'static str = "crash";
     const DESCRIPTION: &'static str =
         "a process dies at a scheduling point (mid-transaction included) and restarts later";
+    const DETAILS: &'static str =
+        "anywhere: mid-transaction, between a provider call and recording it, between COMMIT and the HTTP \
+        reply; it restarts after seconds or, sometimes, an hour; SQLite rolls back whatever was open";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

@@ -22,6 +22,11 @@ impl Fault for DiskFull {
     const NAME: &'static str = "disk-full";
     const DESCRIPTION: &'static str =
         "the disk fills up for a while: writes and commits fail with SQLITE_FULL, reads work";
+    const DETAILS: &'static str =
+        "one or two windows of 1 min, 10 min or 1 h in which one write in five, one in two or every write \
+        (and `COMMIT`) fails, in some seeds now and then as `SQLITE_IOERR`; SQLite rolls the open \
+        transaction back never, half the time or always, so the code must handle both; the disk has room \
+        again at heal";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

@@ -16,6 +16,8 @@ impl Fault for DuplicateDelivery {
     const NAME: &'static str = "duplicate-delivery";
     const DESCRIPTION: &'static str =
         "the sender sends extra copies of a delivery at once, to one or several receivers";
+    const DETAILS: &'static str =
+        "1–3 extra copies of an attempt, so their transactions interleave statement by statement";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

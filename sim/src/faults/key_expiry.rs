@@ -20,6 +20,8 @@ impl Fault for KeyExpiry {
     const NAME: &'static str = "key-expiry";
     const DESCRIPTION: &'static str =
         "the provider forgets idempotency keys once they are older than its key lifetime";
+    const DETAILS: &'static str =
+        "at its lifetime plus up to one more lifetime, never earlier";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

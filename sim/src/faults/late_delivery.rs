@@ -19,6 +19,8 @@ impl Fault for LateDelivery {
     const NAME: &'static str = "late-delivery";
     const DESCRIPTION: &'static str =
         "an event arrives hours late, or an operator resends it after the retries ended";
+    const DETAILS: &'static str =
+        "1–24 h late (Shopify: \"up to a day\"), or resent 1–30 h after creation";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
@@ -65,10 +67,9 @@ impl FaultModel for LateDelivery {
             }
             if self.rng.chance(self.settings.resend_rate) {
                 let at_ms = event.created_ms + self.rng.between(HOUR_MS, 30 * HOUR_MS);
-                event.extra_deliveries.push(ExtraDelivery {
-                    at_ms,
-                    reason: "manual resend".to_owned(),
-                });
+                event
+                    .extra_deliveries
+                    .push(ExtraDelivery::new(at_ms, "manual resend", KIND.name));
             }
         }
     }

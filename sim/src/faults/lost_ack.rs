@@ -19,6 +19,9 @@ pub const KIND: FaultKind = FaultKind::of::<LostAck>();
 impl Fault for LostAck {
     const NAME: &'static str = "lost-ack";
     const DESCRIPTION: &'static str = "a webhook answer or a provider reply is lost after the work was done";
+    const DETAILS: &'static str =
+        "a webhook answer after the receiver committed; a provider reply after the provider acted, singly \
+        or in outage windows of up to 3 h";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

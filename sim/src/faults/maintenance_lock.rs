@@ -32,6 +32,9 @@ impl Fault for MaintenanceLock {
     const NAME: &'static str = "maintenance-lock";
     const DESCRIPTION: &'static str =
         "a backup or migration holds the write lock for seconds just as the operator's pass begins";
+    const DETAILS: &'static str =
+        "6, 9 or 12 s (more than one 5 s busy timeout), from 1 s before the operator requeues or redelivers \
+        after heal, on a connection of its own; once per run, so it is the one model that acts after heal";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

@@ -12,41 +12,16 @@
 //! not reach into the world beyond its hooks, and after [`FaultModel::heal`] it must stop
 //! injecting (except where its file says why not).
 
-pub(crate) mod attacker;
-pub(crate) mod clock_jump;
-pub(crate) mod crash;
-pub(crate) mod disk_full;
-pub(crate) mod duplicate_delivery;
-pub(crate) mod fan_out;
-pub(crate) mod hung_worker;
-pub(crate) mod key_expiry;
-pub(crate) mod late_delivery;
-pub(crate) mod lost_ack;
-pub(crate) mod maintenance_lock;
-pub(crate) mod payload_mismatch;
-pub(crate) mod provider_conflict;
-pub(crate) mod provider_double_execute;
-pub(crate) mod provider_failure;
-pub(crate) mod provider_refusal;
-pub(crate) mod provider_slow;
-pub(crate) mod receipt_purge;
-pub(crate) mod reorder;
-pub(crate) mod request_lost;
-pub(crate) mod sender_clock_skew;
-pub(crate) mod slow_handler;
-pub(crate) mod spontaneous_duplicate;
-pub(crate) mod sqlite_busy;
-pub(crate) mod sticky_error;
-pub(crate) mod twin_events;
-pub(crate) mod worker_pause;
+mod provider_actions;
 
 use std::collections::BTreeMap;
 
-use commitgap::provider::ProviderRequest;
+pub use commitgap::provider::ProviderRequest;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use attacker::Attack;
+pub use provider_actions::{ProviderAnswer, ProviderFaults, ProviderPart, provider_faults};
 
 use std::rc::Rc;
 
@@ -278,90 +253,6 @@ pub struct SchedulingPoint<'a> {
     pub op: &'a PendingOp,
 }
 
-/// How the provider treats one request, merged over every fault model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProviderFaults {
-    /// See [`crate::provider::Conditions`].
-    pub conditions: crate::provider::Conditions,
-    /// Process the request this long before acting, past the caller's timeout.
-    pub act_after_ms: Option<i64>,
-}
-
-impl ProviderFaults {
-    /// Writes the conditions as a schedule value: comma-separated `fail`, `sticky`, `replay`,
-    /// `double`, `refuse`, `lock=MS`, `slow=MS`.
-    pub fn encode(&self) -> String {
-        let conditions = self.conditions;
-        let mut flags = Vec::new();
-        if conditions.fail_before_acting {
-            flags.push("fail".to_owned());
-        }
-        if conditions.sticky_errors {
-            flags.push("sticky".to_owned());
-        }
-        if conditions.replay_on_mismatch {
-            flags.push("replay".to_owned());
-        }
-        if conditions.double_execute {
-            flags.push("double".to_owned());
-        }
-        if conditions.refuse {
-            flags.push("refuse".to_owned());
-        }
-        if conditions.lock_after_ms > 0 {
-            flags.push(format!("lock={}", conditions.lock_after_ms));
-        }
-        if let Some(act_after_ms) = self.act_after_ms {
-            flags.push(format!("slow={act_after_ms}"));
-        }
-        flags.join(",")
-    }
-
-    /// Reads a value written by [`ProviderFaults::encode`]. The error names the flag it could
-    /// not read.
-    pub fn decode(value: &str) -> Result<ProviderFaults, String> {
-        let mut faults = ProviderFaults::default();
-        let milliseconds = |flag: &str, ms: &str| {
-            ms.parse::<i64>()
-                .map_err(|_| format!("{flag:?}: {ms:?} is not a whole number of milliseconds"))
-        };
-        for flag in value.split(',').map(str::trim).filter(|flag| !flag.is_empty()) {
-            match flag.split_once('=') {
-                Some(("lock", ms)) => faults.conditions.lock_after_ms = milliseconds(flag, ms)?,
-                Some(("slow", ms)) => faults.act_after_ms = Some(milliseconds(flag, ms)?),
-                _ => match flag {
-                    "fail" => faults.conditions.fail_before_acting = true,
-                    "sticky" => faults.conditions.sticky_errors = true,
-                    "replay" => faults.conditions.replay_on_mismatch = true,
-                    "double" => faults.conditions.double_execute = true,
-                    "refuse" => faults.conditions.refuse = true,
-                    _ => {
-                        return Err(format!(
-                            "{flag:?} is not one of fail, sticky, replay, double, refuse, lock=MS, slow=MS"
-                        ));
-                    }
-                },
-            }
-        }
-        Ok(faults)
-    }
-
-    fn merge(self, other: ProviderFaults) -> ProviderFaults {
-        let (left, right) = (self.conditions, other.conditions);
-        ProviderFaults {
-            conditions: crate::provider::Conditions {
-                fail_before_acting: left.fail_before_acting || right.fail_before_acting,
-                sticky_errors: left.sticky_errors || right.sticky_errors,
-                replay_on_mismatch: left.replay_on_mismatch || right.replay_on_mismatch,
-                lock_after_ms: left.lock_after_ms.max(right.lock_after_ms),
-                double_execute: left.double_execute || right.double_execute,
-                refuse: left.refuse || right.refuse,
-            },
-            act_after_ms: self.act_after_ms.max(other.act_after_ms),
-        }
-    }
-}
-
 /// A fault model that is on in a run, with its name (the model's own code never needs it).
 pub struct ActiveFault {
     name: &'static str,
@@ -412,13 +303,19 @@ impl std::ops::DerefMut for ActiveFault {
     }
 }
 
-/// Asks every fault model how the provider treats `request` (every model is asked, so one
-/// model's answer never changes how many draws another makes).
-pub fn provider_faults(faults: &mut [ActiveFault], now_ms: i64, request: &ProviderRequest) -> ProviderFaults {
-    faults
-        .iter_mut()
-        .map(|fault| fault.provider_faults(now_ms, request))
-        .fold(ProviderFaults::default(), ProviderFaults::merge)
+/// Asks every fault model whether it acts (every one, so one model's answer never changes how
+/// many draws another makes) and returns the name of the first that does, which is credited.
+pub fn first_to_act(
+    faults: &mut [ActiveFault],
+    mut acts: impl FnMut(&mut ActiveFault) -> bool,
+) -> Option<String> {
+    let mut first = None;
+    for fault in faults.iter_mut() {
+        if acts(fault) && first.is_none() {
+            first = Some(fault.name().to_owned());
+        }
+    }
+    first
 }
 
 /// One fault model with its settings and decision stream. Every hook has a do-nothing default,
@@ -453,7 +350,10 @@ pub trait FaultModel {
         false
     }
 
-    /// How the provider treats this request.
+    /// How the provider treats this request: conditions of its contract it keeps, a delay past
+    /// the caller's timeout, or an answer of the model's own ([`ProviderAnswer`]: any status a
+    /// real provider answers, with a `Retry-After`, after acting or not). Whatever the model
+    /// decides is credited to it, in coverage and in the schedule.
     fn provider_faults(&mut self, _now_ms: i64, _request: &ProviderRequest) -> ProviderFaults {
         ProviderFaults::default()
     }
@@ -566,6 +466,9 @@ pub trait Fault: 'static {
     const NAME: &'static str;
     /// Which real failure it models, in one line.
     const DESCRIPTION: &'static str;
+    /// How it does so, as the reference's table of fault models shows it: ranges, rates, when it
+    /// acts and what it leaves alone. Empty when the description says it all.
+    const DETAILS: &'static str = "";
     /// True when the model acts only on something a correct system never does (see
     /// [`FaultKind::acts_only_on_faulty_systems`]).
     const ACTS_ONLY_ON_FAULTY_SYSTEMS: bool = false;
@@ -686,6 +589,8 @@ pub struct FaultKind {
     pub name: &'static str,
     /// Which real failure it models, in one line.
     pub description: &'static str,
+    /// See [`Fault::DETAILS`].
+    pub details: &'static str,
     /// True when the model acts only on something a correct system never does (`payload-mismatch`
     /// acts when a relay reuses a key with a new payload). A sweep in which it never fired notes
     /// that rather than warning: against a correct system it cannot fire.
@@ -721,6 +626,7 @@ impl FaultKind {
         FaultKind {
             name: F::NAME,
             description: F::DESCRIPTION,
+            details: F::DETAILS,
             acts_only_on_faulty_systems: F::ACTS_ONLY_ON_FAULTY_SYSTEMS,
             stalls_workers: F::STALLS_WORKERS,
             removes_receipts: F::REMOVES_RECEIPTS,
@@ -862,66 +768,94 @@ pub fn check_with_others(
     Ok(())
 }
 
-/// Checks that `kind` may join `kinds`, after every model in it: its name is a `--faults` value
-/// and no other model's. `Ok(false)` when the same model is already there (a test harness may be
-/// set up by several tests of one process), which adds nothing.
-pub fn check_addition(kinds: &[FaultKind], kind: &FaultKind) -> Result<bool, String> {
-    if let Some(existing) = kinds.iter().find(|existing| existing.name == kind.name) {
-        return if existing.same_model(kind) {
-            Ok(false)
-        } else {
-            Err(format!(
-                "a fault model named {:?} is already registered; give the new one another name",
-                kind.name
-            ))
-        };
-    }
+/// What adding a fault model to a list does (see [`check_addition`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Addition {
+    /// The model joins the list, after every model in it.
+    Joins,
+    /// The same model is already there (a test harness may be set up by several tests of one
+    /// process): nothing changes.
+    AlreadyThere,
+    /// A built-in model has its name: the new model takes the built-in's place in every run,
+    /// so that a built-in added in a later release never stops a team's program from running.
+    ReplacesBuiltIn,
+}
+
+/// Checks that `kind` may join `kinds`: its name is a `--faults` value and no other added
+/// model's. A built-in model of its name gives way to it ([`Addition::ReplacesBuiltIn`]).
+pub fn check_addition(kinds: &[FaultKind], kind: &FaultKind) -> Result<Addition, String> {
     if kind.name.is_empty() || kind.name.contains(|c: char| c == ',' || c.is_whitespace()) {
         return Err(format!(
             "fault model name {:?} must be non-empty, without spaces or commas (it is a --faults value)",
             kind.name
         ));
     }
-    Ok(true)
+    let Some(existing) = kinds.iter().find(|existing| existing.name == kind.name) else {
+        return Ok(Addition::Joins);
+    };
+    if existing.same_model(kind) {
+        return Ok(Addition::AlreadyThere);
+    }
+    let built_in_here = built_in().iter().any(|built| built.same_model(existing));
+    if built_in_here {
+        Ok(Addition::ReplacesBuiltIn)
+    } else {
+        Err(format!(
+            "a fault model named {:?} is already registered; give the new one another name",
+            kind.name
+        ))
+    }
 }
 
-/// The fault models this crate ships, in a fixed order. Adding one is one file and one line here.
-///
-/// The order is also precedence: at a scheduling point every model is asked, in this order, and
-/// the first one that acts wins (a crash before a pause, a pause before a failed statement).
-/// Each model draws from its own streams, so where a new line goes changes no other model's
-/// draws, only which action wins when two act at one point. A team's models come after these,
-/// in the order its [`crate::registry::Registry`] added them.
-pub fn built_in() -> Vec<FaultKind> {
-    vec![
-        crash::KIND,
-        lost_ack::KIND,
-        duplicate_delivery::KIND,
-        receipt_purge::KIND,
-        key_expiry::KIND,
-        request_lost::KIND,
-        slow_handler::KIND,
-        spontaneous_duplicate::KIND,
-        reorder::KIND,
-        late_delivery::KIND,
-        twin_events::KIND,
-        fan_out::KIND,
-        sqlite_busy::KIND,
-        disk_full::KIND,
-        worker_pause::KIND,
-        hung_worker::KIND,
-        provider_failure::KIND,
-        provider_slow::KIND,
-        provider_conflict::KIND,
-        sticky_error::KIND,
-        payload_mismatch::KIND,
-        clock_jump::KIND,
-        attacker::KIND,
-        sender_clock_skew::KIND,
-        provider_double_execute::KIND,
-        provider_refusal::KIND,
-        maintenance_lock::KIND,
-    ]
+/// Declares the fault models this crate ships: each name is one file of this directory, and its
+/// place in the list is its place in [`built_in`]. Adding a model is its file and one line in
+/// the list below; nothing else names it.
+macro_rules! built_in_fault_models {
+    ($($model:ident),* $(,)?) => {
+        $(pub(crate) mod $model;)*
+
+        /// The fault models this crate ships, in a fixed order.
+        ///
+        /// The order is also precedence: at a scheduling point every model is asked, in this order,
+        /// and the first one that acts wins (a crash before a pause, a pause before a failed
+        /// statement). Each model draws from its own streams, so where a new line goes changes no
+        /// other model's draws, only which action wins when two act at one point. A team's models
+        /// come after these, in the order its [`crate::registry::Registry`] added them.
+        pub fn built_in() -> Vec<FaultKind> {
+            vec![$($model::KIND),*]
+        }
+    };
+}
+
+built_in_fault_models! {
+    crash,
+    lost_ack,
+    duplicate_delivery,
+    receipt_purge,
+    key_expiry,
+    request_lost,
+    slow_handler,
+    spontaneous_duplicate,
+    reorder,
+    late_delivery,
+    twin_events,
+    fan_out,
+    sqlite_busy,
+    disk_full,
+    worker_pause,
+    hung_worker,
+    provider_failure,
+    provider_slow,
+    provider_conflict,
+    sticky_error,
+    payload_mismatch,
+    clock_jump,
+    attacker,
+    sender_clock_skew,
+    provider_double_execute,
+    provider_refusal,
+    maintenance_lock,
+    provider_rate_limit,
 }
 
 /// The seed stream a fault model's settings are drawn from.

@@ -20,6 +20,9 @@ impl Fault for PayloadMismatch {
     const NAME: &'static str = "payload-mismatch";
     const DESCRIPTION: &'static str =
         "the provider silently replays the old response for a reused key with a new payload";
+    const DETAILS: &'static str =
+        "as Qonto and Worldline do; it acts only on what a correct system never does, so a sweep of one \
+        notes that it never fired";
     const ACTS_ONLY_ON_FAULTY_SYSTEMS: bool = true;
     type Settings = Settings;
 

@@ -19,6 +19,8 @@ impl Fault for ProviderConflict {
     const NAME: &'static str = "provider-conflict";
     const DESCRIPTION: &'static str =
         "the provider holds each key for a while after acting and answers 409 meanwhile";
+    const DETAILS: &'static str =
+        "1–90 s";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

@@ -37,6 +37,10 @@ impl Fault for ProviderDoubleExecute {
     const NAME: &'static str = "provider-double-execute";
     const DESCRIPTION: &'static str =
         "the provider executes a request whose key is still in progress, and the first acts too";
+    const DETAILS: &'static str =
+        "a request that arrives while one with its key is in flight is executed, and the one in flight \
+        performs its effect too when it finishes; on in one seed in three, with `provider-slow` on for one \
+        send in two (which leaves requests in flight) and `provider-refusal` off";
     const ACTS_ONLY_ON_FAULTY_SYSTEMS: bool = true;
     type Settings = Settings;
 

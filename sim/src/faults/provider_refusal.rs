@@ -27,6 +27,9 @@ pub const KIND: FaultKind = FaultKind::of::<ProviderRefusal>();
 impl Fault for ProviderRefusal {
     const NAME: &'static str = "provider-refusal";
     const DESCRIPTION: &'static str = "the provider declines some operations for good (a 4xx stored under the key) and declines them again after the key is forgotten";
+    const DETAILS: &'static str =
+        "a declined card, a closed account: a 402 stored under the key like a result; it goes on after \
+        heal; on in one seed in three, for an eighth, a quarter or half of the operations";
     type Settings = Settings;
 
     // On in a third of the seeds rather than swarm testing's three in four: a declined

@@ -21,6 +21,8 @@ impl Fault for ProviderSlow {
     const NAME: &'static str = "provider-slow";
     const DESCRIPTION: &'static str =
         "the provider acts only after the caller's timeout, so the caller cannot tell";
+    const DETAILS: &'static str =
+        "1.1–4 call timeouts";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

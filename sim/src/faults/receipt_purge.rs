@@ -16,6 +16,8 @@ impl Fault for ReceiptPurge {
     const NAME: &'static str = "receipt-purge";
     const DESCRIPTION: &'static str =
         "the purge job deletes receipts younger than the sender's redelivery horizon";
+    const DETAILS: &'static str =
+        "receipts older than 1 min, 5 min or 1 h, while the sender may still redeliver";
     const REMOVES_RECEIPTS: bool = true;
     type Settings = Settings;
 

@@ -16,6 +16,8 @@ impl Fault for Reorder {
     const NAME: &'static str = "reorder";
     const DESCRIPTION: &'static str =
         "events about one entity arrive out of creation order (an older update after a newer one)";
+    const DETAILS: &'static str =
+        "in payments also a refund before its payment";
     type Settings = RateSettings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {

@@ -20,6 +20,9 @@ impl Fault for SenderClockSkew {
     const NAME: &'static str = "sender-clock-skew";
     const DESCRIPTION: &'static str =
         "the sender's clock is off, within or beyond the receivers' timestamp tolerance";
+    const DETAILS: &'static str =
+        "for a window, the sender stamps `webhook-timestamp` from a clock off by up to 4 min 50 s (within \
+        the 5 min tolerance) or by 5–30 min (beyond it)";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

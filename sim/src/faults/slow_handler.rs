@@ -19,6 +19,8 @@ impl Fault for SlowHandler {
     const NAME: &'static str = "slow-handler";
     const DESCRIPTION: &'static str =
         "a handler stalls past the sender's timeout and finishes after the sender retried";
+    const DETAILS: &'static str =
+        "1.1–3 sender timeouts";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

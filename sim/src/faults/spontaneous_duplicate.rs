@@ -18,6 +18,8 @@ impl Fault for SpontaneousDuplicate {
     const NAME: &'static str = "spontaneous-duplicate";
     const DESCRIPTION: &'static str =
         "the sender delivers an event again later although the first delivery succeeded";
+    const DETAILS: &'static str =
+        "seconds to half an hour later, with no failure before it";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {
@@ -68,10 +70,9 @@ impl FaultModel for SpontaneousDuplicate {
             }
             for _ in 0..self.rng.between(1, i64::from(self.settings.copies_max)) {
                 let at_ms = event.deliver_at_ms + self.rng.between(1_000, self.settings.delay_ms_max);
-                event.extra_deliveries.push(ExtraDelivery {
-                    at_ms,
-                    reason: "spontaneous duplicate".to_owned(),
-                });
+                event
+                    .extra_deliveries
+                    .push(ExtraDelivery::new(at_ms, "spontaneous duplicate", KIND.name));
             }
         }
     }

@@ -21,6 +21,8 @@ impl Fault for StickyError {
     const NAME: &'static str = "sticky-error";
     const DESCRIPTION: &'static str =
         "the provider caches a 5xx under the key and replays it until the key expires";
+    const DETAILS: &'static str =
+        "as Stripe v1 and Easyship do";
     type Settings = Settings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> Settings {

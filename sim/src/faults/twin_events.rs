@@ -19,6 +19,10 @@ impl Fault for TwinEvents {
     const NAME: &'static str = "twin-events";
     const DESCRIPTION: &'static str =
         "one fact is reported by two events with different ids, as the domain says its sender does";
+    const DETAILS: &'static str =
+        "the domain makes the twin (`Domain::twin`; payments: a second payment event); it is created and \
+        first delivered 0–1,000 ms after the original, so it may follow a later event about the same \
+        entity";
     type Settings = RateSettings;
 
     fn draw(rng: &mut SimRng, context: &FaultContext) -> RateSettings {

@@ -23,6 +23,9 @@ impl Fault for WorkerPause {
     const NAME: &'static str = "worker-pause";
     const DESCRIPTION: &'static str =
         "a relay worker pauses longer than its lease and then carries on as if it held it";
+    const DETAILS: &'static str =
+        "1.5–4 leases; more often right after a provider reply, where it then writes the reply as a stale \
+        worker, and right before a provider call, where the worker that took over lingers inside its lease";
     const STALLS_WORKERS: bool = true;
     type Settings = Settings;
 

@@ -193,6 +193,8 @@ pub trait Invariant: Send + Sync {
 /// are listed as [`Layer::Own`].
 pub fn registry(domain: &dyn Domain, added: &[Arc<dyn Invariant>]) -> Vec<Box<dyn Invariant>> {
     let mut invariants = built_in(domain);
+    // An added invariant of a built-in's name replaces it (see `check_addition`).
+    invariants.retain(|built| !added.iter().any(|invariant| invariant.name() == built.name()));
     invariants.extend(
         added
             .iter()
@@ -231,20 +233,25 @@ impl Invariant for Added {
     }
 }
 
-/// Checks that `invariant` may join `added`: its name is no built-in invariant's and no other
-/// added invariant's. `Ok(false)` when one of its name is already added (as when several tests
-/// of one process set up the same harness), which adds nothing.
+/// Checks that `invariant` may join `added`. `Ok(false)` when one of its name is already added
+/// (as when several tests of one process set up the same harness), which adds nothing. One of a
+/// built-in invariant's name takes that invariant's place (see [`replaces_built_in`]), so that a
+/// built-in added in a later release never stops a team's program from running.
 pub fn check_addition(added: &[Arc<dyn Invariant>], invariant: &dyn Invariant) -> Result<bool, String> {
     let name = invariant.name();
-    if built_in(&crate::domain::payments::Payments)
-        .iter()
-        .any(|existing| existing.name() == name)
-    {
+    if name.is_empty() || name.contains(|c: char| c == ',' || c.is_whitespace()) {
         return Err(format!(
-            "{name:?} is a built-in invariant's name; give the new one another name"
+            "invariant name {name:?} must be non-empty, without spaces or commas (it is an --invariants value)"
         ));
     }
     Ok(!added.iter().any(|existing| existing.name() == name))
+}
+
+/// Whether an invariant called `name` is built in, so that an added one of that name replaces it.
+pub fn replaces_built_in(name: &str) -> bool {
+    built_in(&crate::domain::payments::Payments)
+        .iter()
+        .any(|existing| existing.name() == name)
 }
 
 /// The invariants this crate ships, safety first, with `domain`'s own between the safety and the

@@ -595,15 +595,21 @@ impl Simulation {
         match event {
             WorldEvent::Emit { event } => self.world.borrow_mut().emit(event),
             WorldEvent::Attempt { stream } => return self.attempt(stream),
-            WorldEvent::Extra { stream, reason } => {
-                self.world.borrow_mut().record_fault(
-                    if reason.contains("resend") {
-                        crate::faults::late_delivery::KIND.name
-                    } else {
-                        crate::faults::spontaneous_duplicate::KIND.name
-                    },
-                    &format_args!("{reason} of stream {stream}"),
-                );
+            WorldEvent::Extra {
+                stream,
+                reason,
+                fault,
+            } => {
+                // A seed file written before deliveries named their model meant the built-in
+                // its reason names.
+                let fault = match fault.as_str() {
+                    "" if reason.contains("resend") => crate::faults::late_delivery::KIND.name,
+                    "" => crate::faults::spontaneous_duplicate::KIND.name,
+                    fault => fault,
+                };
+                self.world
+                    .borrow_mut()
+                    .record_fault(fault, &format_args!("{reason} of stream {stream}"));
                 return self.deliver(stream, 0, DeliveryKind::Extra, &reason);
             }
             WorldEvent::AttemptTimeout { stream, attempt } => {
@@ -638,7 +644,11 @@ impl Simulation {
             WorldEvent::ProviderActs {
                 request,
                 lock_after_ms,
-            } => self.world.borrow_mut().provider_acts(&request, lock_after_ms),
+                lock_by,
+            } => self
+                .world
+                .borrow_mut()
+                .provider_acts(&request, lock_after_ms, lock_by),
             WorldEvent::OperatorRequeue => return self.operator_requeue(),
             WorldEvent::OperatorRedeliver { round } => {
                 let given_up = self.world.borrow_mut().operator_redelivery_round(round);

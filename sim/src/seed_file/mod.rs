@@ -29,7 +29,13 @@ use crate::shrink::Shrunk;
 
 /// The version this build writes. Version 3 takes the trace digest over the step records rather
 /// than over trace text, so a digest in an older file cannot be compared with this build's.
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 4 names the fault model in every fault decision of a schedule, and keeps on every
+/// model its schedule names (older files read as before: an unnamed decision credits the
+/// built-in that alone made it then).
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The first version whose schedules keep on every fault model they name.
+pub const NAMED_FAULTS_VERSION: u32 = 4;
 
 /// The first version whose digests this build computes the same way.
 pub const DIGEST_VERSION: u32 = 3;
@@ -276,10 +282,16 @@ impl SeedFile {
         self.config
             .validate_without_registry()
             .map_err(|error| format!("config.{error}"))?;
+        let named = self.format_version >= NAMED_FAULTS_VERSION;
         if let Some(schedule) = &self.schedule {
             schedule
                 .validate(&self.config)
                 .map_err(|error| format!("schedule.{error}"))?;
+            if named {
+                schedule
+                    .check_fault_models_on(&self.config)
+                    .map_err(|error| format!("schedule.{error}"))?;
+            }
         }
         if let Some(shrunk) = &self.shrunk {
             shrunk
@@ -290,6 +302,12 @@ impl SeedFile {
                 .schedule
                 .validate(&shrunk.config)
                 .map_err(|error| format!("shrunk.schedule.{error}"))?;
+            if named {
+                shrunk
+                    .schedule
+                    .check_fault_models_on(&shrunk.config)
+                    .map_err(|error| format!("shrunk.schedule.{error}"))?;
+            }
         }
         Ok(())
     }

@@ -477,7 +477,7 @@ fn reply_tone(reply: &Result<ProviderReply, String>) -> Tone {
     match reply {
         Err(error) if error.starts_with("timed out") => Tone::Warn,
         Err(_) | Ok(ProviderReply::Rejected { .. }) => Tone::Bad,
-        Ok(ProviderReply::Conflict) => Tone::Warn,
+        Ok(ProviderReply::Conflict | ProviderReply::RateLimited { .. }) => Tone::Warn,
         Ok(_) => Tone::Good,
     }
 }

@@ -135,6 +135,10 @@ impl Feed<'_> {
                 self.tag(5);
                 self.str(error);
             }
+            Ok(ProviderReply::RateLimited { retry_after_ms }) => {
+                self.tag(6);
+                self.i64(retry_after_ms.unwrap_or(-1));
+            }
         }
     }
 

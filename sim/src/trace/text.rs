@@ -283,6 +283,10 @@ impl fmt::Display for Reply<'_> {
             Ok(ProviderReply::Found { effect_id }) => write!(f, "found {effect_id}"),
             Ok(ProviderReply::NotFound) => f.write_str("not found"),
             Ok(ProviderReply::Conflict) => f.write_str("409 conflict"),
+            Ok(ProviderReply::RateLimited {
+                retry_after_ms: Some(ms),
+            }) => write!(f, "429 rate limited, retry after {ms} ms"),
+            Ok(ProviderReply::RateLimited { retry_after_ms: None }) => f.write_str("429 rate limited"),
             Ok(ProviderReply::Rejected { status, reason }) => write!(f, "rejected {status}: {reason}"),
             Err(error) => write!(f, "error: {error}"),
         }

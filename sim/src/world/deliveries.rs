@@ -94,12 +94,12 @@ impl World {
             self.schedule_event(spec.deliver_at_ms, WorldEvent::Attempt { stream });
         }
         for extra in &spec.extra_deliveries {
-            let reason = extra.reason.clone();
             self.schedule_event(
                 extra.at_ms,
                 WorldEvent::Extra {
                     stream: streams[0],
-                    reason,
+                    reason: extra.reason.clone(),
+                    fault: extra.fault.clone(),
                 },
             );
         }
@@ -120,10 +120,10 @@ impl World {
         let attempt = self.sender.begin_attempt(stream, now_ms);
         let timeout_ms = now_ms + self.config.sender_timeout_ms;
         self.schedule_event(timeout_ms, WorldEvent::AttemptTimeout { stream, attempt });
-        let copies = self.extra_deliveries();
-        if copies > 0 {
+        let (copies, model) = self.extra_deliveries();
+        if let Some(model) = model {
             self.record_fault(
-                crate::faults::duplicate_delivery::KIND.name,
+                &model,
                 &format_args!("{} copies of stream {stream} at once", copies + 1),
             );
         }
@@ -164,7 +164,7 @@ impl World {
             DeliveryKind::Copy => DeliveryHow::Copy,
             DeliveryKind::Extra => DeliveryHow::Extra(label.to_owned()),
         };
-        let route = self.route_delivery();
+        let (route, lost_by) = self.route_delivery();
         let deliver = Happening::Deliver {
             event_id: event_id.clone(),
             account: account.clone(),
@@ -172,8 +172,8 @@ impl World {
             how,
             arrival: self.arrival(route),
         };
-        if route == Route::Lost {
-            self.record_fault(crate::faults::request_lost::KIND.name, &deliver);
+        if let Some(model) = lost_by {
+            self.record_fault(&model, &deliver);
         }
         self.record(deliver);
         match route {
@@ -255,12 +255,12 @@ impl World {
                 }
             }
             None => self.record(Happening::AnswerWritten),
-            Some(delivery) if self.webhook_answer_dropped() => {
+            Some(delivery) if let Some(model) = self.webhook_answer_dropped() => {
                 let lost = Happening::AnswerLost {
                     answer: answer.clone(),
                     stream: delivery.stream,
                 };
-                self.record_fault(crate::faults::lost_ack::KIND.name, &lost);
+                self.record_fault(&model, &lost);
                 self.record(lost);
                 if answer.is_success() {
                     self.success_not_settled(delivery);
@@ -355,7 +355,12 @@ impl World {
     /// The delivery an attack copies: one the sender already made, chosen by `target` among the
     /// streams the attack fits and recorded as a schedule choice, with its name; `None` when the
     /// domain cannot make the attack, no stream fits, or a schedule names one this run lacks.
-    fn attack_target(&mut self, attack: Attack, target: u64) -> Option<(Attack, usize, String)> {
+    fn attack_target(
+        &mut self,
+        fault: usize,
+        attack: Attack,
+        target: u64,
+    ) -> Option<(Attack, usize, String, String)> {
         // An attack the domain cannot make is off (coverage says why): nothing is drawn for it.
         let off = self
             .attacks_left_out
@@ -366,16 +371,19 @@ impl World {
             .filter(|&index| self.sender.stream(index).attempts > 0)
             .filter(|&index| attack != Attack::ReusedEventId || self.receipt_stays(index))
             .collect();
+        let model = self.faults[fault].name().to_owned();
         let drawn = (!attempted.is_empty()).then(|| {
             let stream = attempted[(target % attempted.len() as u64) as usize];
             Decision::Attack {
                 attack,
                 stream: self.stream_name(stream),
+                model,
             }
         });
         let Some(Decision::Attack {
             attack,
             stream: stream_name,
+            model,
         }) = self.choose(DecisionKind::Attack, |_| drawn)
         else {
             return None;
@@ -391,7 +399,7 @@ impl World {
             });
             return None;
         };
-        Some((attack, stream, stream_name))
+        Some((attack, stream, stream_name, model))
     }
 
     /// Builds one hostile request from a delivery the sender already made and sends it into the
@@ -399,7 +407,7 @@ impl World {
     /// acct-a/evt-1~1`), so a shrunk schedule can drop the request or keep it. Returns it when
     /// it reached a receiver.
     pub fn send_attack(&mut self, fault: usize, attack: Attack, target: u64) -> Option<Arrived> {
-        let (attack, stream, stream_name) = self.attack_target(attack, target)?;
+        let (attack, stream, stream_name, model) = self.attack_target(fault, attack, target)?;
         let (genuine, account, event_id, _) = self.webhook_for(stream, attack.keeps_genuine_signature());
         let other_account = self
             .workload
@@ -424,15 +432,14 @@ impl World {
             });
             return None;
         };
-        let name = self.faults[fault].name();
         self.record_fault(
-            name,
+            &model,
             &format_args!(
                 "attacker sends {} copied from {event_id} ({account})",
                 attack.name()
             ),
         );
-        let route = self.route_delivery();
+        let (route, _) = self.route_delivery();
         let arrival = self.arrival(route);
         self.record(Happening::Attack {
             attack,
@@ -534,39 +541,38 @@ impl World {
         );
     }
 
-    /// Where one delivery goes: lost on the way, refused (no receiver up), or to a receiver
-    /// among those up (the first one up by default). One choice per delivery, always written
-    /// down, so that a step sending a delivery and its copies keeps each one's fate apart.
-    pub fn route_delivery(&mut self) -> Route {
+    /// Where one delivery goes: lost on the way (with the fault model that lost it), refused
+    /// (no receiver up), or to a receiver among those up (the first one up by default). One
+    /// choice per delivery, always written down, so that a step sending a delivery and its
+    /// copies keeps each one's fate apart.
+    pub fn route_delivery(&mut self) -> (Route, Option<String>) {
         let up: Vec<usize> = (0..self.processes.len())
             .filter(|&index| self.processes[index].role == ProcessRole::Receiver && self.processes[index].up)
             .collect();
         if up.is_empty() {
-            return Route::Refused;
+            return (Route::Refused, None);
         }
         let now_ms = self.now_ms;
         let decision = self.choose(DecisionKind::Deliver, |world| {
-            let mut lost = false;
-            for fault in world.faults.iter_mut() {
-                lost |= fault.drops_request(now_ms);
-            }
+            let lost_by = crate::faults::first_to_act(&mut world.faults, |fault| fault.drops_request(now_ms));
             let receiver = world.processes[*world.network_rng.pick(&up)].name.clone();
-            Some(Decision::Deliver(if lost {
-                Destination::Lost
-            } else {
-                Destination::Receiver(receiver)
+            Some(Decision::Deliver(match lost_by {
+                Some(model) => Destination::Lost { model },
+                None => Destination::Receiver(receiver),
             }))
         });
         match decision {
-            Some(Decision::Deliver(Destination::Lost)) => Route::Lost,
+            Some(Decision::Deliver(Destination::Lost { model })) => (Route::Lost, Some(model)),
             // A receiver the schedule names that is not up takes the default, the first one up.
-            Some(Decision::Deliver(Destination::Receiver(name))) => Route::To(
-                up.iter()
+            Some(Decision::Deliver(Destination::Receiver(name))) => {
+                let receiver = up
+                    .iter()
                     .copied()
                     .find(|&index| self.processes[index].name == name)
-                    .unwrap_or(up[0]),
-            ),
-            _ => Route::To(up[0]),
+                    .unwrap_or(up[0]);
+                (Route::To(receiver), None)
+            }
+            _ => (Route::To(up[0]), None),
         }
     }
 
@@ -581,33 +587,35 @@ impl World {
         }
     }
 
-    /// Whether any fault drops this webhook answer. Every model is asked, so that one model's
-    /// decision never changes how many draws another one makes.
-    pub fn webhook_answer_dropped(&mut self) -> bool {
+    /// The fault model that drops this webhook answer, if one does. Every model is asked, so
+    /// that one model's decision never changes how many draws another one makes.
+    pub fn webhook_answer_dropped(&mut self) -> Option<String> {
         let now_ms = self.now_ms;
-        self.choose(DecisionKind::LoseAnswer, |world| {
-            let mut dropped = false;
-            for fault in world.faults.iter_mut() {
-                dropped |= fault.drops_webhook_answer(now_ms);
-            }
-            dropped.then_some(Decision::LoseAnswer)
-        })
-        .is_some()
+        match self.choose(DecisionKind::LoseAnswer, |world| {
+            let model =
+                crate::faults::first_to_act(&mut world.faults, |fault| fault.drops_webhook_answer(now_ms));
+            model.map(|model| Decision::LoseAnswer { model })
+        }) {
+            Some(Decision::LoseAnswer { model }) => Some(model),
+            _ => None,
+        }
     }
 
-    /// How many extra copies of a delivery the fault models send.
-    pub fn extra_deliveries(&mut self) -> u32 {
+    /// How many extra copies of a delivery the fault models send, and the first model that
+    /// sent any (credited with them all).
+    pub fn extra_deliveries(&mut self) -> (u32, Option<String>) {
         let now_ms = self.now_ms;
         match self.choose(DecisionKind::Copies, |world| {
-            let copies: u32 = world
-                .faults
-                .iter_mut()
-                .map(|fault| fault.extra_deliveries(now_ms))
-                .sum();
-            (copies > 0).then_some(Decision::Copies(copies))
+            let mut copies = 0;
+            let model = crate::faults::first_to_act(&mut world.faults, |fault| {
+                let added = fault.extra_deliveries(now_ms);
+                copies += added;
+                added > 0
+            });
+            model.map(|model| Decision::Copies { count: copies, model })
         }) {
-            Some(Decision::Copies(copies)) => copies,
-            _ => 0,
+            Some(Decision::Copies { count, model }) => (count, Some(model)),
+            _ => (0, None),
         }
     }
 }

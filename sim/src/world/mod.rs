@@ -144,6 +144,10 @@ pub struct StepCommit {
     pub changes: Vec<RowChange>,
 }
 
+/// What a scripted run's own moves (a reply the test drops) are credited to in the fault counts:
+/// no fault model made them.
+pub const SCRIPTED: &str = "scenario";
+
 /// Where a delivery goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -243,6 +247,8 @@ pub enum WorldEvent {
         stream: usize,
         /// Why the delivery happens (`spontaneous duplicate`, `manual resend`).
         reason: String,
+        /// The fault model that added it (empty in a seed file written before this was kept).
+        fault: String,
     },
     /// A receiver writes its answer to the socket (a crash before this loses it).
     SendAnswer {
@@ -286,6 +292,8 @@ pub enum WorldEvent {
         /// How long the key stays locked once the provider acted, as decided when the request
         /// arrived (`Conditions::lock_after_ms`).
         lock_after_ms: i64,
+        /// The fault model that decided the lock, credited when it holds the key.
+        lock_by: Option<String>,
     },
     /// After heal, the operator requeues dead obligations.
     OperatorRequeue,
@@ -318,6 +326,12 @@ pub struct World {
     attacks_left_out: Vec<(crate::faults::Attack, String)>,
     /// How the observed tables' rows read: the declared tables by name, the rest by the system.
     row_reader: crate::system::RowReader,
+    /// By idempotency key: the fault model that let a request overtake one still in progress,
+    /// credited when the overtaken one acts too.
+    overtaken_by: BTreeMap<String, String>,
+    /// By idempotency key and part: the fault model whose error, refusal or lock the provider
+    /// keeps under the key, credited when a later request meets it.
+    stored_by: BTreeMap<(String, crate::faults::ProviderPart), String>,
     /// The claims made after heal, to tell stuck work from slow work.
     stuck_watch: progress::StuckWatch,
     /// The receipt purges running, to judge what they delete.
@@ -341,6 +355,9 @@ pub struct World {
     sender: Sender,
     faults: Vec<ActiveFault>,
     fault_counts: BTreeMap<String, u64>,
+    /// How many fault actions the run has counted: the liveness phase measures its bounds from
+    /// the last one (see `run::liveness::liveness_bounds`).
+    fault_actions: u64,
     /// What the faults did, in words, for the seed file; `None` when the run keeps no log (a
     /// sweep's passing seed is never written down, so it formats nothing).
     fault_log: Option<Vec<String>>,
@@ -501,6 +518,11 @@ impl World {
     /// Where the run's decisions come from, and the steps written down.
     pub fn decider(&self) -> &Decider {
         &self.decider
+    }
+
+    /// How many fault actions the run has counted so far, over every model.
+    pub fn fault_actions(&self) -> u64 {
+        self.fault_actions
     }
 
     /// How many times each fault model fired, by name.
@@ -831,6 +853,8 @@ impl World {
             invariants_left_out: Vec::new(),
             attacks_left_out: Vec::new(),
             row_reader: crate::system::RowReader::default(),
+            overtaken_by: BTreeMap::new(),
+            stored_by: BTreeMap::new(),
             stuck_watch: progress::StuckWatch::default(),
             purge_watch: purges::PurgeWatch::default(),
             db,
@@ -851,6 +875,7 @@ impl World {
             sender,
             faults,
             fault_counts: BTreeMap::new(),
+            fault_actions: 0,
             fault_log: Some(Vec::new()),
             probes: Probes::default(),
             healed: false,
@@ -914,6 +939,7 @@ impl World {
 
     /// Counts without allocating once a model has fired before, which is nearly every time.
     fn count_fault(&mut self, fault: &str, times: u64) {
+        self.fault_actions += times;
         match self.fault_counts.get_mut(fault) {
             Some(count) => *count += times,
             None => {
@@ -927,11 +953,8 @@ impl World {
     /// forgets lazily, when the key is next sent; this only records the moment, before every
     /// step, whether or not anyone sends the key again, and leaves the store untouched.
     pub fn record_forgotten_keys(&mut self) {
-        for key in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
-            self.record_fault(
-                crate::faults::key_expiry::KIND.name,
-                &format_args!("provider forgot key {key}"),
-            );
+        for (key, model) in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
+            self.record_fault(&model, &format_args!("provider forgot key {key}"));
             self.record(Happening::KeyForgotten { key });
         }
     }

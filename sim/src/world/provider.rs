@@ -10,7 +10,7 @@ use commitgap::provider::{CallError, ProviderCall, ProviderReply, ProviderReques
 use super::{CallInFlight, TaskId, World, WorldEvent};
 use crate::coverage::Situation;
 use crate::decision::{Decision, DecisionKind};
-use crate::faults;
+use crate::faults::{self, ProviderPart};
 use crate::provider::Quirk;
 use crate::record::{ReplyRecord, RequestRecord};
 use crate::trace::{CallOutcome, Happening, call_error_text, format_duration_ms};
@@ -24,7 +24,7 @@ impl World {
         let request = call.request.clone();
         let provider_faults = match self.choose(DecisionKind::Provider, |world| {
             let drawn = faults::provider_faults(&mut world.faults, now_ms, &request);
-            (drawn != faults::ProviderFaults::default()).then_some(Decision::Provider(drawn))
+            (!drawn.parts().is_empty()).then_some(Decision::Provider(drawn))
         }) {
             Some(Decision::Provider(faults)) => faults,
             _ => faults::ProviderFaults::default(),
@@ -33,14 +33,12 @@ impl World {
             return reply_at_ms;
         }
         let send = matches!(&call.request, ProviderRequest::Send { .. });
-        let (mut reply_at_ms, mut reply, outcome) = self.provider_reply(call, &key, provider_faults);
-        let reply_lost = self.provider_reply_lost(now_ms) && reply.is_ok();
-        if reply_lost {
+        let (mut reply_at_ms, mut reply, outcome) = self.provider_reply(call, &key, &provider_faults);
+        let lost_by = self.provider_reply_lost(now_ms).filter(|_| reply.is_ok());
+        let reply_lost = lost_by.is_some();
+        if let Some(model) = lost_by {
             self.probes.reach(Situation::ProviderReplyLost);
-            self.record_fault(
-                crate::faults::lost_ack::KIND.name,
-                &format_args!("provider reply for key {key} lost"),
-            );
+            self.record_fault(&model, &format_args!("provider reply for key {key} lost"));
             reply = Err(CallError::Timeout);
             reply_at_ms = now_ms + call.timeout_ms;
         }
@@ -118,23 +116,34 @@ impl World {
         &mut self,
         call: &ProviderCall,
         key: &str,
-        provider_faults: faults::ProviderFaults,
+        provider_faults: &faults::ProviderFaults,
     ) -> (i64, Result<ProviderReply, CallError>, CallOutcome) {
         let now_ms = self.now_ms;
+        // An answer of a model's own comes first: it is what the provider says now, whatever
+        // else it would have done.
+        let answer = provider_faults
+            .answer
+            .clone()
+            .filter(|answer| !answer.is_ordinary());
         match provider_faults.act_after_ms {
             // The provider works on it past the caller's timeout and acts afterwards; a shorter
             // delay is ordinary latency and takes the ordinary path.
-            Some(act_after_ms) if act_after_ms >= call.timeout_ms && !self.provider.is_busy(key, now_ms) => {
+            Some(act_after_ms)
+                if answer.is_none()
+                    && act_after_ms >= call.timeout_ms
+                    && !self.provider.is_busy(key, now_ms) =>
+            {
                 self.provider.begin_processing(key);
                 self.schedule_event(
                     now_ms + act_after_ms,
                     WorldEvent::ProviderActs {
                         request: call.request.clone(),
                         lock_after_ms: provider_faults.conditions.lock_after_ms,
+                        lock_by: provider_faults.credited(ProviderPart::Lock).map(str::to_owned),
                     },
                 );
                 self.record_fault(
-                    crate::faults::provider_slow::KIND.name,
+                    provider_faults.credited(ProviderPart::Slow).unwrap_or_default(),
                     &format_args!(
                         "provider will act on key {key} in {}",
                         format_duration_ms(act_after_ms)
@@ -145,7 +154,20 @@ impl World {
                 (now_ms + call.timeout_ms, Err(CallError::Timeout), outcome)
             }
             _ => {
-                let handled = self.provider_handle(&call.request, now_ms, provider_faults.conditions);
+                let mut handled = match &answer {
+                    // The provider answers without looking at the request: nothing is performed.
+                    Some(answer) if !answer.acted => answer.reply(),
+                    _ => self.provider_handle(&call.request, now_ms, provider_faults),
+                };
+                if let Some(answer) = &answer {
+                    self.stuck_watch.answered_by_fault(key);
+                    let acted = if answer.acted { " after acting" } else { "" };
+                    self.record_fault(
+                        provider_faults.credited(ProviderPart::Answer).unwrap_or_default(),
+                        &format_args!("provider answered {}{acted} for key {key}", answer.status),
+                    );
+                    handled = answer.reply();
+                }
                 let outcome = CallOutcome::Replied(handled.clone().map_err(|error| call_error_text(&error)));
                 let latency_ms = match self.choose(DecisionKind::ProviderLatency, |world| {
                     let ms = world
@@ -165,23 +187,21 @@ impl World {
         }
     }
 
-    /// Whether the provider's reply is lost on its way back (a fault model's choice, or the
-    /// script's).
-    fn provider_reply_lost(&mut self, now_ms: i64) -> bool {
-        let mut lost = self
-            .choose(DecisionKind::LoseReply, |world| {
-                let mut lost = false;
-                for fault in world.faults.iter_mut() {
-                    lost |= fault.drops_provider_reply(now_ms);
-                }
-                lost.then_some(Decision::LoseReply)
-            })
-            .is_some();
+    /// The fault model that loses the provider's reply on its way back, if one does (the
+    /// script's losses are credited to the script).
+    fn provider_reply_lost(&mut self, now_ms: i64) -> Option<String> {
+        let mut lost = match self.choose(DecisionKind::LoseReply, |world| {
+            let model = faults::first_to_act(&mut world.faults, |fault| fault.drops_provider_reply(now_ms));
+            model.map(|model| Decision::LoseReply { model })
+        }) {
+            Some(Decision::LoseReply { model }) => Some(model),
+            _ => None,
+        };
         if let Some(scripted) = &mut self.scripted
             && scripted.provider_replies_to_drop > 0
         {
             scripted.provider_replies_to_drop -= 1;
-            lost = true;
+            lost = Some(super::SCRIPTED.to_owned());
         }
         lost
     }
@@ -191,8 +211,9 @@ impl World {
         &mut self,
         request: &ProviderRequest,
         now_ms: i64,
-        conditions: crate::provider::Conditions,
+        provider_faults: &faults::ProviderFaults,
     ) -> Result<ProviderReply, CallError> {
+        let conditions = provider_faults.conditions;
         // The provider decides when it will forget a key only when it stores one; the choice
         // is made (and written down) in this step either way.
         let key_lifetime_ms = self.config.relay.key_lifetime_ms;
@@ -203,27 +224,32 @@ impl World {
             forget_at_ms = match self.choose(DecisionKind::Forget, |world| {
                 let mut forget_at = None;
                 for fault in world.faults.iter_mut() {
-                    forget_at = forget_at.or(fault.key_forget_at(now_ms, key_lifetime_ms));
+                    let at_ms = fault.key_forget_at(now_ms, key_lifetime_ms);
+                    if forget_at.is_none() {
+                        forget_at = at_ms.map(|at_ms| (at_ms, fault.name().to_owned()));
+                    }
                 }
-                forget_at.map(|at_ms| Decision::Forget { at_ms })
+                forget_at.map(|(at_ms, model)| Decision::Forget { at_ms, model })
             }) {
-                Some(Decision::Forget { at_ms }) => Some(at_ms),
+                // The provider keeps a key for at least its documented lifetime; an edited
+                // schedule cannot make it break that promise.
+                Some(Decision::Forget { at_ms, model }) => {
+                    Some((at_ms.max(now_ms.saturating_add(key_lifetime_ms)), model))
+                }
                 _ => None,
-            }
-            // The provider keeps a key for at least its documented lifetime; an edited
-            // schedule cannot make it break that promise.
-            .map(|at_ms| at_ms.max(now_ms.saturating_add(key_lifetime_ms)));
+            };
         }
-        let handled = self.provider.handle(request, now_ms, conditions, || forget_at_ms);
+        let forget = forget_at_ms.as_ref().map(|(at_ms, _)| *at_ms);
+        let handled = self.provider.handle(request, now_ms, conditions, || forget);
         let key = request.idempotency_key();
-        if let (Some(at_ms), ProviderRequest::Send { payload, .. }) = (forget_at_ms, request)
+        if let (Some((at_ms, model)), ProviderRequest::Send { payload, .. }) = (forget_at_ms, request)
             && self.provider.forgets_at_ms(key) == Some(at_ms)
         {
             // Keys are stored once per lifetime, so parsing the payload here is rare.
             let operation = self.provider.reader.operation_of(payload).unwrap_or_default();
-            self.probes.key_stored(at_ms, key, operation);
+            self.probes.key_stored(at_ms, key, operation, model);
         }
-        self.provider_handled(key, conditions.fail_before_acting, handled)
+        self.provider_handled(key, provider_faults, handled)
     }
 
     /// Writes down what the provider did with one request under `key`: the fault that decided
@@ -231,46 +257,71 @@ impl World {
     fn provider_handled(
         &mut self,
         key: &str,
-        failed_before_acting: bool,
+        provider_faults: &faults::ProviderFaults,
         handled: crate::provider::Handled,
     ) -> Result<ProviderReply, CallError> {
+        // What the provider keeps under the key (a cached error, a refusal, a lock) is the doing
+        // of the model that asked for it, whichever later request meets it.
+        for part in [ProviderPart::Sticky, ProviderPart::Refuse, ProviderPart::Lock] {
+            if let Some(model) = provider_faults.credited(part) {
+                self.stored_by.insert((key.to_owned(), part), model.to_owned());
+            }
+        }
         if handled.key_was_forgotten {
             // The key-expiry fault fired when the key was forgotten (see `record_forgotten_keys`);
             // this is its consequence, kept for the seed file.
             self.log_fault(&format_args!("provider had forgotten key {key}"));
         }
         if let Some(quirk) = handled.quirk {
-            let (fault, what) = match quirk {
+            // Each quirk is one condition's doing, credited to the model that set it; an
+            // overtaken request's second act, to the model that let it be overtaken.
+            let (part, what) = match quirk {
                 Quirk::CachedError => (
-                    crate::faults::sticky_error::KIND.name,
+                    ProviderPart::Sticky,
                     format!("provider replayed the 5xx cached under key {key}"),
                 ),
                 Quirk::Locked => (
-                    crate::faults::provider_conflict::KIND.name,
+                    ProviderPart::Lock,
                     format!("provider answered 409: key {key} is locked after acting"),
                 ),
                 Quirk::LenientReplay => (
-                    crate::faults::payload_mismatch::KIND.name,
+                    ProviderPart::Replay,
                     format!("provider replayed key {key} for a different payload"),
                 ),
                 Quirk::Overtook => (
-                    crate::faults::provider_double_execute::KIND.name,
+                    ProviderPart::Double,
                     format!("provider executed key {key} while a request with it was in progress"),
                 ),
                 Quirk::ActedAgain => (
-                    crate::faults::provider_double_execute::KIND.name,
+                    ProviderPart::Double,
                     format!("provider finished an overtaken request for key {key} and acted again"),
                 ),
                 Quirk::Refused => (
-                    crate::faults::provider_refusal::KIND.name,
+                    ProviderPart::Refuse,
                     format!("provider declined the operation of key {key} for good"),
                 ),
             };
-            self.record_fault(fault, &what);
+            let model = match quirk {
+                Quirk::Overtook => {
+                    let model = provider_faults.credited(part).unwrap_or_default().to_owned();
+                    self.overtaken_by.insert(key.to_owned(), model.clone());
+                    model
+                }
+                Quirk::ActedAgain => self.overtaken_by.remove(key).unwrap_or_default(),
+                // A cached error, a refusal or a lock the provider keeps under the key meets
+                // later requests that carry no such condition: the model that made it is
+                // credited each time.
+                _ => provider_faults
+                    .credited(part)
+                    .or_else(|| self.stored_by.get(&(key.to_owned(), part)).map(String::as_str))
+                    .unwrap_or_default()
+                    .to_owned(),
+            };
+            self.record_fault(&model, &what);
         }
-        if failed_before_acting && handled.result.is_err() {
+        if provider_faults.conditions.fail_before_acting && handled.result.is_err() {
             self.record_fault(
-                crate::faults::provider_failure::KIND.name,
+                provider_faults.credited(ProviderPart::Fail).unwrap_or_default(),
                 &format_args!("provider failed before acting on key {key}"),
             );
         }
@@ -281,20 +332,21 @@ impl World {
     }
 
     /// A slow provider request finishes: the provider acts now (nobody waits for the reply).
-    pub fn provider_acts(&mut self, request: &ProviderRequest, lock_after_ms: i64) {
+    pub fn provider_acts(&mut self, request: &ProviderRequest, lock_after_ms: i64, lock_by: Option<String>) {
         let key = request.idempotency_key().to_owned();
         let overtaken = self.provider.end_processing(&key);
+        // The key lock a provider holds after acting starts when it acts, however late; the
+        // other conditions were the request's on arrival and were settled then.
+        let mut provider_faults = faults::ProviderFaults::default();
+        provider_faults.conditions.lock_after_ms = lock_after_ms;
+        if let Some(model) = lock_by {
+            provider_faults.credit.insert(ProviderPart::Lock, model);
+        }
         let outcome = if overtaken {
             let handled = self.provider.act_again(request, self.now_ms);
-            self.provider_handled(&key, false, handled)
+            self.provider_handled(&key, &faults::ProviderFaults::default(), handled)
         } else {
-            // The key lock a provider holds after acting starts when it acts, however late; the
-            // other conditions were the request's on arrival and were settled then.
-            let conditions = crate::provider::Conditions {
-                lock_after_ms,
-                ..crate::provider::Conditions::default()
-            };
-            self.provider_handle(request, self.now_ms, conditions)
+            self.provider_handle(request, self.now_ms, &provider_faults)
         }
         .map_err(|error| call_error_text(&error));
         self.record(Happening::ProviderFinishes { key, outcome });
