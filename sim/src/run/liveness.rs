@@ -55,6 +55,10 @@ impl std::fmt::Display for Unsettled {
 /// work, a heartbeat) are its own business: how often it polls must not decide whether a run
 /// settles, so those steps are bounded only by the virtual time and by
 /// [`crate::limits::LIVENESS_STEPS_MAX`] steps in all.
+///
+/// Both bounds are measured from heal, or from the last action of a fault that goes on after
+/// heal where the real failure would (a provider's rate limit, a refusal for good, a maintenance
+/// lock), whichever is later: until that fault stops, the system cannot be expected to settle.
 pub fn liveness_bounds(world: &World) -> (i64, u64) {
     let streams = world.sender().streams().len() as u64;
     let config = world.config();
@@ -85,7 +89,7 @@ impl Simulation {
     /// in steps or in virtual time, is reached first.
     pub(super) fn liveness_phase(&mut self) -> Result<LivenessEnd, String> {
         let (liveness_ms, liveness_steps) = liveness_bounds(&self.world.borrow());
-        let (end_ms, all_steps_max, start_step, start_ms) = {
+        let (mut end_ms, all_steps_max, start_step, start_ms, mut fault_actions) = {
             let world = self.world.borrow();
             (
                 world.now_ms().saturating_add(liveness_ms),
@@ -94,6 +98,7 @@ impl Simulation {
                     .saturating_add(crate::limits::LIVENESS_STEPS_MAX.max(liveness_steps)),
                 world.step(),
                 world.now_ms(),
+                world.fault_actions(),
             )
         };
         // Steps taken while work was due: what the step bound counts (see `liveness_bounds`).
@@ -103,6 +108,12 @@ impl Simulation {
                 let world = self.world.borrow();
                 if world.is_quiescent() {
                     return Ok(LivenessEnd::Settled);
+                }
+                // A fault that goes on after heal acted: the bounds start again from here.
+                if world.fault_actions() != fault_actions {
+                    fault_actions = world.fault_actions();
+                    due_steps = 0;
+                    end_ms = world.now_ms().saturating_add(liveness_ms);
                 }
                 let bound = if due_steps >= liveness_steps {
                     Some(format!(

@@ -3,16 +3,21 @@
 //! of the work left after heal, to tell a system that will never finish from one still on its
 //! way.
 //!
-//! After heal no fault acts any more, so every obligation still owed must be taken up again within
-//! the waits the relay was configured with (its lease, the provider's processing bound, its
-//! backoff cap, its idle poll: `SimConfig::relay_waits_ms`). An obligation that no worker takes up
-//! for twice those waits is stuck: waiting longer would only repeat the same steps until the
-//! liveness bound. (Workers taking one up again and again without an effect are not judged: the
-//! provider may replay an error it cached under the key until it forgets the key, and a relay
-//! that keeps trying until then, or until its own attempts run out, is slow, not stuck.) Once the provider has performed an obligation's
-//! operation, a correct relay settles it at its next claim (it finds the key and records the
-//! outcome); one taken up again and again after that is stuck however short the time, and so is
-//! one taken up again and again while no request at all reaches the provider.
+//! After heal the faults stop (but for those whose real failure outlasts an incident, such as a
+//! provider's rate limit, and the liveness bounds wait for them), so every obligation still owed
+//! must be taken up again within the waits the relay was configured with (its lease, the provider's
+//! processing bound, its backoff cap, its idle poll: `SimConfig::relay_waits_ms`). An obligation
+//! that no worker takes up for twice those waits is stuck: waiting longer would only repeat the
+//! same steps until the liveness bound. (Workers taking one up again and again without an effect
+//! are not judged: the provider may replay an error it cached under the key until it forgets the
+//! key, and a relay that keeps trying until then, or until its own attempts run out, is slow, not
+//! stuck.) Once the provider has performed an obligation's operation, a correct relay settles it at
+//! its next claim (it finds the key and records the outcome); one taken up again and again after
+//! that is stuck however short the time, and so is one taken up again and again while no request at
+//! all reaches the provider. A claim whose request a fault model answered in the provider's stead
+//! (a 429 during a rate limit that outlasts heal) is a claim, but not one a relay could have
+//! settled the obligation in: the provider told it nothing, so it is not counted among the claims
+//! after the operation was performed.
 //!
 //! Deliveries are judged the same way. After heal a correct receiver has no reason to answer a
 //! delivery "retry later" (a 5xx) except a lock held past its busy timeout, and that passes; a
@@ -34,13 +39,22 @@ use crate::rows::{ObligationStatus, ObservedRow};
 use crate::trace::format_time_ms;
 use crate::view::RowDiff;
 
+/// One claim of an obligation after heal.
+#[derive(Debug, Clone, Copy)]
+struct ClaimSeen {
+    /// When the claim was made.
+    at_ms: i64,
+    /// Whether a fault model answered its request in the provider's stead.
+    answered_by_fault: bool,
+}
+
 /// The claims of each obligation made after heal.
 #[derive(Debug, Default)]
 pub struct StuckWatch {
     /// When the world healed; `None` before.
     healed_at_ms: Option<i64>,
     /// By operation key: when each claim after heal was made.
-    claims: BTreeMap<String, Vec<i64>>,
+    claims: BTreeMap<String, Vec<ClaimSeen>>,
     /// The next virtual time at which to look again: the windows are hours long, so looking at
     /// every step would only cost time.
     next_look_ms: i64,
@@ -86,6 +100,15 @@ impl StuckWatch {
         }
     }
 
+    /// A fault model answered the request under `key` in the provider's stead (a 429 during a
+    /// rate limit): the provider told the relay nothing, so the claim it was made under is not
+    /// one in which a correct relay could have settled the obligation.
+    pub(super) fn answered_by_fault(&mut self, key: &str) {
+        if let Some(claim) = self.claims.get_mut(key).and_then(|claims| claims.last_mut()) {
+            claim.answered_by_fault = true;
+        }
+    }
+
     /// Records the leases taken in one commit's changes, after heal.
     pub(super) fn committed(&mut self, now_ms: i64, diffs: &[RowDiff]) {
         if self.healed_at_ms.is_none() {
@@ -100,7 +123,10 @@ impl StuckWatch {
                 self.claims
                     .entry(after.operation_key.clone())
                     .or_default()
-                    .push(now_ms);
+                    .push(ClaimSeen {
+                        at_ms: now_ms,
+                        answered_by_fault: false,
+                    });
             }
         }
     }
@@ -256,7 +282,7 @@ impl World {
                 .stuck_watch
                 .claims
                 .get(key)
-                .and_then(|claims| claims.last().copied());
+                .and_then(|claims| claims.last().map(|claim| claim.at_ms));
             if last_claim_ms.is_none_or(|at_ms| at_ms < since_ms) {
                 let last = last_claim_ms.map_or_else(
                     || format!("not once since heal at {}", format_time_ms(healed_at_ms)),
@@ -294,11 +320,11 @@ impl World {
                 continue;
             }
             let key = &obligation.operation_key;
-            let claims: &[i64] = self.stuck_watch.claims.get(key).map_or(&[], Vec::as_slice);
+            let claims: &[ClaimSeen] = self.stuck_watch.claims.get(key).map_or(&[], Vec::as_slice);
             // The latest moment the relay itself said it would come back by.
             let promised_ms = [
                 Some(healed_at_ms),
-                claims.last().copied(),
+                claims.last().map(|claim| claim.at_ms),
                 obligation.next_attempt_ms,
                 obligation.lease_expires_ms,
             ]
@@ -329,7 +355,10 @@ impl World {
                 .map(|effect| effect.at_ms)
                 .min();
             if let Some(performed_ms) = performed_ms {
-                let after = claims.iter().filter(|&&at_ms| at_ms > performed_ms).count();
+                let after = claims
+                    .iter()
+                    .filter(|claim| claim.at_ms > performed_ms && !claim.answered_by_fault)
+                    .count();
                 if after > CLAIMS_AFTER_PERFORMED_MAX {
                     return Some(format!(
                         "obligation {key} was taken up {after} times since the provider performed it at {} and is still owed: the relay does not record the outcome it finds",
