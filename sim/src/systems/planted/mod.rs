@@ -17,6 +17,7 @@ mod call_inside_transaction;
 mod check_then_insert;
 mod claim_ignores_live_lease;
 mod future_timestamp_rejected;
+mod gives_up_on_rate_limit;
 mod key_from_event;
 mod key_per_attempt;
 mod mark_sent_before_call;
@@ -45,6 +46,7 @@ pub use call_inside_transaction::CallInsideTransaction;
 pub use check_then_insert::CheckThenInsert;
 pub use claim_ignores_live_lease::ClaimIgnoresLiveLease;
 pub use future_timestamp_rejected::FutureTimestampRejected;
+pub use gives_up_on_rate_limit::GivesUpOnRateLimit;
 pub use key_from_event::KeyFromEvent;
 pub use key_per_attempt::KeyPerAttempt;
 pub use mark_sent_before_call::MarkSentBeforeCall;
@@ -88,6 +90,7 @@ pub fn all() -> Vec<Arc<dyn System>> {
         system(FutureTimestampRejected),
         system(ClaimIgnoresLiveLease),
         system(RetryWhileInFlight),
+        system(GivesUpOnRateLimit),
     ]
 }
 
@@ -169,6 +172,7 @@ mod tests {
             source!("future_timestamp_rejected.rs", FutureTimestampRejected),
             source!("claim_ignores_live_lease.rs", ClaimIgnoresLiveLease),
             source!("retry_while_in_flight.rs", RetryWhileInFlight),
+            source!("gives_up_on_rate_limit.rs", GivesUpOnRateLimit),
         ]
     }
 
