@@ -4,10 +4,13 @@
 //! - [`system`]: the receiver, with a schema of its own, its inbox and job queue declared to the
 //!   pattern's machinery (which brings the relay, the purge, the operator's requeue and those
 //!   tables' reading), and `shop-inbox-first`, the same code with the classic flaw (the inbox row
-//!   commits before the work), kept as a planted bug that the simulation must keep catching.
+//!   commits before the work), and `shop-impatient-relay`, whose relay gives a throttled job up
+//!   after three immediate retries, kept as planted bugs that the simulation must keep catching.
 //! - [`invariant`]: `account-shops-unchanged`, an invariant over one of the team's own tables.
 //! - [`fault`]: `jobs-table-busy`, a fault model for the team's own contention: statements on the
 //!   job queue fail with `SQLITE_BUSY`.
+//! - [`throttle`]: `partner-throttle`, a fault model for the team's fulfilment partner, which
+//!   answers 429 with a `Retry-After` for a while.
 //!
 //! [`app`] puts them together; `src/bin/shop-sim.rs` runs it and `tests/simulation.rs` runs the
 //! same as a `cargo test`.
@@ -15,6 +18,7 @@
 pub mod fault;
 pub mod invariant;
 pub mod system;
+pub mod throttle;
 
 use std::sync::Arc;
 
@@ -60,18 +64,22 @@ pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 6] = [
     ),
 ];
 
-/// The shop's simulation program: its system, its planted bug, its fault model and invariant,
+/// The shop's simulation program: its system, its planted bugs, its fault models and invariant,
 /// and its SQL mutants that are equivalent.
 pub fn app() -> App {
     let app = App::new("shop-sim")
         .replay_command(REPLAY_COMMAND)
-        .system(Arc::new(system::ShopSystem {
-            receipt_in_own_transaction: false,
-        }))
+        .system(Arc::new(system::ShopSystem::CORRECT))
         .planted(Arc::new(system::ShopSystem {
             receipt_in_own_transaction: true,
+            ..system::ShopSystem::CORRECT
+        }))
+        .planted(Arc::new(system::ShopSystem {
+            impatient_relay: true,
+            ..system::ShopSystem::CORRECT
         }))
         .fault(fault::KIND)
+        .fault(throttle::KIND)
         .invariant(Arc::new(invariant::AccountShopsUnchanged));
     EQUIVALENT_SQL_MUTANTS
         .into_iter()

@@ -9,16 +9,22 @@
 //! purge, the operator's requeue and the reading of those tables' rows are the pattern's,
 //! written once. `decode_row` maps the shop's other tables to the rows the invariants check.
 //! With `receipt_in_own_transaction` set, the inbox row commits before the work, the classic
-//! bug, so the simulator must catch it through this system's own tables.
+//! bug, so the simulator must catch it through this system's own tables. With
+//! `impatient_relay` set, the relay is the team's first try at handling its partner's throttling
+//! ([`ImpatientRelay`]): a planted bug that the team's own fault model, `partner-throttle`, must
+//! expose.
 
 use std::rc::Rc;
 use std::sync::LazyLock;
 
 use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Value, int, text};
-use commitgap_sim::commitgap::provider::FulfillmentPayload;
+use commitgap_sim::commitgap::provider::{CallError, FulfillmentPayload, ProviderReply};
 use commitgap_sim::commitgap::receiver::{
     Answer, CHARGE_REFUNDED, ORDER_CANCELLED, PAYMENT_SUCCEEDED, SuccessKind, WebhookDelivery, WebhookEvent,
     authenticate,
+};
+use commitgap_sim::commitgap::relay::{
+    Claim, RelaySettings, RelaySteps, bury, fenced_write, run_worker_with,
 };
 use commitgap_sim::commitgap::tables::{OutboxTable, ReceiptTable, Tables};
 use commitgap_sim::domain::payments::{self, OrderStatus};
@@ -79,16 +85,69 @@ pub fn tables() -> &'static Tables {
 
 /// The team's system. See the module documentation.
 pub struct ShopSystem {
+    /// The inbox row commits on its own, before the work (a planted bug).
     pub receipt_in_own_transaction: bool,
+    /// The relay is [`ImpatientRelay`] (a planted bug).
+    pub impatient_relay: bool,
+}
+
+impl ShopSystem {
+    /// The shop as it runs in production.
+    pub const CORRECT: ShopSystem = ShopSystem {
+        receipt_in_own_transaction: false,
+        impatient_relay: false,
+    };
+}
+
+/// The relay as the team first wrote its handling of the partner's 429s: the pattern's relay
+/// over the shop's job queue, except that a throttled send is tried again at once, and after three
+/// the job is failed for good. A 429 performs nothing and says when to come back, so a job the
+/// partner never refused ends failed.
+pub struct ImpatientRelay;
+
+impl RelaySteps for ImpatientRelay {
+    fn relay_tables(&self) -> &Tables {
+        tables()
+    }
+
+    async fn record_reply(
+        &self,
+        env: &dyn Env,
+        settings: &RelaySettings,
+        claim: &Claim,
+        reply: Result<ProviderReply, CallError>,
+    ) -> Result<(), DbError> {
+        let Ok(ProviderReply::RateLimited { .. }) = reply else {
+            return tables().record_reply(env, settings, claim, reply).await;
+        };
+        if claim.attempts >= 3 {
+            return bury(env, tables(), claim, "throttled three times").await;
+        }
+        let params = [
+            int(env.now_ms()),
+            text("throttled"),
+            text(&claim.operation_key),
+            int(claim.lease_token),
+        ];
+        fenced_write(env, claim, tables().retry_sql(), &params).await
+    }
 }
 
 impl System for ShopSystem {
     fn name(&self) -> &str {
-        if self.receipt_in_own_transaction {
-            "shop-inbox-first"
-        } else {
-            "shop"
+        match (self.receipt_in_own_transaction, self.impatient_relay) {
+            (true, _) => "shop-inbox-first",
+            (false, true) => "shop-impatient-relay",
+            (false, false) => "shop",
         }
+    }
+
+    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
+        if !self.impatient_relay {
+            let tables = tables();
+            return Box::pin(async move { run_worker_with(tables, &*env, &settings).await });
+        }
+        Box::pin(async move { run_worker_with(&ImpatientRelay, &*env, &settings).await })
     }
 
     fn description(&self) -> &str {

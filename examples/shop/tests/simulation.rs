@@ -10,21 +10,15 @@ use commitgap_sim::run::{RunOptions, run_seed};
 use commitgap_sim::system::System;
 use shop::system::ShopSystem;
 
+/// The shop's program as a check of `system`: its fault models, invariant and replay command come
+/// from `shop::app()`, registered there once.
 fn check(system: ShopSystem) -> Check {
-    Check::new(Arc::new(system))
-        .seeds_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/seeds"))
-        .replay_command(shop::REPLAY_COMMAND)
-        .fault(shop::fault::KIND)
-        .invariant(Arc::new(shop::invariant::AccountShopsUnchanged))
+    Check::of_app(&shop::app(), Arc::new(system)).seeds_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/seeds"))
 }
 
 #[test]
 fn the_shop_survives_the_simulation() {
-    check(ShopSystem {
-        receipt_in_own_transaction: false,
-    })
-    .cases(300)
-    .run();
+    check(ShopSystem::CORRECT).cases(300).run();
 }
 
 #[test]
@@ -32,6 +26,7 @@ fn the_planted_bug_fails_the_check_with_a_command_that_replays_it() {
     let directory = std::env::temp_dir().join(format!("shop-harness-{}", std::process::id()));
     let message = check(ShopSystem {
         receipt_in_own_transaction: true,
+        ..ShopSystem::CORRECT
     })
     .ignore_environment()
     .seeds_dir(&directory)
@@ -46,6 +41,7 @@ fn the_planted_bug_fails_the_check_with_a_command_that_replays_it() {
     // The files written are regressions now: the next check replays them first, and they still fail.
     let again = check(ShopSystem {
         receipt_in_own_transaction: true,
+        ..ShopSystem::CORRECT
     })
     .seeds_dir(&directory)
     .cases(1)
@@ -58,9 +54,7 @@ fn the_planted_bug_fails_the_check_with_a_command_that_replays_it() {
 
 #[test]
 fn the_shop_does_real_work() {
-    let system: Arc<dyn System> = Arc::new(ShopSystem {
-        receipt_in_own_transaction: false,
-    });
+    let system: Arc<dyn System> = Arc::new(ShopSystem::CORRECT);
     let mut effects = 0;
     for seed in 0..100 {
         let outcome = run_seed(&system, seed, &RunOptions::default()).unwrap();
@@ -75,8 +69,6 @@ fn the_shop_does_real_work() {
 
 #[test]
 fn the_shops_domain_keeps_its_own_rules() {
-    let system = ShopSystem {
-        receipt_in_own_transaction: false,
-    };
+    let system = ShopSystem::CORRECT;
     assert_eq!(commitgap_sim::domain::check_domain(&*system.domain()), Ok(()));
 }
