@@ -134,6 +134,8 @@ publish = false
 # Everything the crate needs comes through the simulator: the runtime interface, the reference's
 # steps and the SQLite binding are re-exported by it.
 {dependency}
+# A fault model of your own keeps its settings in a serde struct, which seed files record.
+serde = {{ version = "1", features = ["derive"] }}
 
 # Sweeps run thousands of simulated steps; unoptimised SQLite would make them several times slower.
 [profile.dev]
@@ -161,7 +163,9 @@ use std::sync::Arc;
 
 use commitgap_sim::App;
 
-/// The simulation program: `cargo run --release -- sweep`.
+/// The simulation program: `cargo run --release -- sweep`. It is the one place where the crate's
+/// fault models (`.fault(KIND)`) and invariants (`.invariant(...)`) are registered: the program and
+/// `tests/simulation.rs` (through `app().check()`) both read them from here.
 pub fn app() -> App {{
     App::new("{package}")
         .replay_command("cargo run --release --")

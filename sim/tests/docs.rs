@@ -5,14 +5,20 @@
 //!   every registered name, no other, and each one's own description, in registry order;
 //! - every ```` ```console ```` block is real output: each `$ cargo run --release -- ARGS` line
 //!   is run (as the `commitgap` binary with ARGS, in a scratch copy of `seeds/`) and what it
-//!   prints is compared line by line, wall times, seeds per second and the number of jobs aside;
+//!   prints is compared line by line, wall times, seeds per second and the number of jobs aside
+//!   (and every number, in a block opened with ```` ```console numbers-vary ````: output whose
+//!   figures every fault model moves, such as a sweep's coverage, shows its form there, not a
+//!   contract on each count);
 //! - the table of shrunk planted bugs matches the committed seed files;
 //! - every link between the README and `docs/` leads to a file and a heading that exist;
 //! - the README stays a newcomer's page: short, with its two commands, glossary and a link to
 //!   every file in `docs/`.
 //!
 //! Rust examples in the same files are compiled as doc tests of `commitgap-sim` (the end of
-//! `sim/src/lib.rs`). Each failure says what to change.
+//! `sim/src/lib.rs`). Each failure says what to change. With `COMMITGAP_BLESS=1` set, a table
+//! the code decides and a console block without elisions that differ are rewritten in place from
+//! the code and the real output instead (review the diff before committing it): adding a fault
+//! model or a planted bug changes the tables and the recorded runs, never by hand.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -47,6 +53,33 @@ fn checkout() -> PathBuf {
         .to_path_buf()
 }
 
+/// Whether this run rewrites what differs instead of failing (`COMMITGAP_BLESS=1`).
+fn blessing() -> bool {
+    std::env::var_os("COMMITGAP_BLESS").is_some_and(|value| !value.is_empty() && value != "0")
+}
+
+/// Replaces the lines `from..to` (0-based, end excluded) of `file` with `lines`.
+///
+/// Tests run in parallel and several read the same files, so a rewrite holds one lock and lands
+/// by rename: a reader sees the old text or the new, never half of it. A rewrite that moved the
+/// lines another test had counted is caught by running the blessing again, which then finds
+/// nothing to change.
+fn rewrite_lines(file: &str, from: usize, to: usize, lines: &[String]) {
+    static REWRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = REWRITING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text = read(file);
+    let mut all: Vec<&str> = text.lines().collect();
+    all.splice(from..to, lines.iter().map(String::as_str));
+    let mut new = all.join("\n");
+    new.push('\n');
+    let path = checkout().join(file);
+    let staged = path.with_extension("blessing");
+    std::fs::write(&staged, new).unwrap_or_else(|error| panic!("cannot write {}: {error}", staged.display()));
+    std::fs::rename(&staged, &path).unwrap_or_else(|error| panic!("cannot write {file}: {error}"));
+}
+
 fn read(file: &str) -> String {
     std::fs::read_to_string(checkout().join(file))
         .unwrap_or_else(|error| panic!("cannot read {file}: {error}"))
@@ -69,10 +102,11 @@ fn prose_lines(text: &str) -> Vec<(usize, &str)> {
 // ---------------------------------------------------------------------------------------------
 // Tables checked against the registries
 
-/// A Markdown table: its header cells and rows of cells, and the line its header is on.
+/// A Markdown table: its header cells and rows of cells, and the 0-based lines its rows span.
 struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
+    row_lines: std::ops::Range<usize>,
 }
 
 fn cells(line: &str) -> Vec<String> {
@@ -88,19 +122,27 @@ fn table_under(file: &str, heading: &str) -> Table {
         .iter()
         .position(|(_, line)| *line == heading)
         .unwrap_or_else(|| panic!("{file} has no heading {heading:?}; this test looks for its table there"));
-    let mut table_lines = lines[start + 1..]
+    let table_lines: Vec<(usize, &str)> = lines[start + 1..]
         .iter()
         .take_while(|(_, line)| !line.starts_with('#'))
         .skip_while(|(_, line)| !line.starts_with('|'))
         .take_while(|(_, line)| line.starts_with('|'))
-        .map(|(_, line)| *line);
+        .copied()
+        .collect();
     let header = cells(
         table_lines
-            .next()
-            .unwrap_or_else(|| panic!("{file} has no table under {heading:?}")),
+            .first()
+            .unwrap_or_else(|| panic!("{file} has no table under {heading:?}"))
+            .1,
     );
-    let rows = table_lines.skip(1).map(cells).collect();
-    Table { header, rows }
+    // Line numbers are 1-based; the rows follow the header and its separator.
+    let first_row = table_lines[0].0 + 1;
+    let rows: Vec<Vec<String>> = table_lines.iter().skip(2).map(|(_, line)| cells(line)).collect();
+    Table {
+        header,
+        row_lines: first_row..first_row + rows.len(),
+        rows,
+    }
 }
 
 fn unquoted(cell: &str) -> &str {
@@ -180,10 +222,17 @@ fn check_table(file: &str, heading: &str, expected: &[Expected]) {
                 (None, None) => String::new(),
             });
         }
-        writeln!(fix, "| {} |", row_cells.join(" | ")).unwrap();
+        // An empty cell is written `| |`, as a person writes it.
+        writeln!(fix, "| {} |", row_cells.join(" | ").replace("|  |", "| |")).unwrap();
+    }
+    if blessing() {
+        let rows: Vec<String> = fix.lines().map(str::to_owned).collect();
+        rewrite_lines(file, table.row_lines.start, table.row_lines.end, &rows);
+        eprintln!("{file}: rewrote the table under {heading:?} from the code");
+        return;
     }
     panic!(
-        "{file}, the table under {heading:?} differs from the code:\n- {}\n\nIts rows should read (columns the code does not decide kept as written):\n{fix}",
+        "{file}, the table under {heading:?} differs from the code:\n- {}\n\nIts rows should read (columns the code does not decide kept as written; COMMITGAP_BLESS=1 writes them):\n{fix}",
         problems.join("\n- ")
     );
 }
@@ -241,7 +290,10 @@ fn the_fault_model_table_matches_the_registry() {
         .into_iter()
         .map(|kind| Expected {
             name: kind.name.to_owned(),
-            columns: vec![("what it models", kind.description.to_owned())],
+            columns: vec![
+                ("what it models", kind.description.to_owned()),
+                ("details", kind.details.to_owned()),
+            ],
         })
         .collect();
     check_table("docs/reference.md", "## Fault models", &expected);
@@ -390,12 +442,14 @@ struct Transcript {
     expected: Vec<String>,
     /// Every line of the block, to tell which fixtures it names.
     block: String,
+    /// The block was opened with ```` ```console numbers-vary ````: numbers are masked.
+    numbers_vary: bool,
 }
 
 fn transcripts(file: &'static str) -> Vec<Transcript> {
     let text = read(file);
     let mut transcripts: Vec<Transcript> = Vec::new();
-    for (start, block) in console_blocks(&text) {
+    for (start, block, numbers_vary) in console_blocks(&text) {
         let first = transcripts.len();
         for (offset, line) in block.lines().enumerate() {
             let number = start + 1 + offset;
@@ -410,6 +464,7 @@ fn transcripts(file: &'static str) -> Vec<Transcript> {
                     arguments: arguments.split_whitespace().map(str::to_owned).collect(),
                     expected: Vec::new(),
                     block: block.clone(),
+                    numbers_vary,
                 });
             } else if line.starts_with('$') || transcripts.len() == first {
                 panic!(
@@ -423,17 +478,22 @@ fn transcripts(file: &'static str) -> Vec<Transcript> {
     transcripts
 }
 
-/// Every `console` block of `text`: the line number of its opening fence and its text.
-fn console_blocks(text: &str) -> Vec<(usize, String)> {
+/// The info string that opens a console block whose numbers are not compared.
+const NUMBERS_VARY: &str = "```console numbers-vary";
+
+/// Every `console` block of `text`: the line number of its opening fence, its text, and whether
+/// its numbers vary.
+fn console_blocks(text: &str) -> Vec<(usize, String, bool)> {
     let mut blocks = Vec::new();
-    let mut current: Option<(usize, String)> = None;
+    let mut current: Option<(usize, String, bool)> = None;
     for (index, line) in text.lines().enumerate() {
         match &mut current {
-            None if line.trim_end() == "```console" => current = Some((index + 1, String::new())),
+            None if line.trim_end() == "```console" => current = Some((index + 1, String::new(), false)),
+            None if line.trim_end() == NUMBERS_VARY => current = Some((index + 1, String::new(), true)),
             None => {}
-            Some((start, block)) => {
+            Some((start, block, numbers_vary)) => {
                 if line.starts_with("```") {
-                    blocks.push((*start, std::mem::take(block)));
+                    blocks.push((*start, std::mem::take(block), *numbers_vary));
                     current = None;
                 } else {
                     block.push_str(line);
@@ -522,6 +582,36 @@ fn normalized(line: &str) -> String {
     words.join(" ")
 }
 
+/// A normalized line with every run of digits (and the decimal points and commas between them)
+/// made one `#`: what a block opened with ```` ```console numbers-vary ```` compares.
+fn numbers_masked(line: &str) -> String {
+    let mut masked = String::with_capacity(line.len());
+    let mut characters = line.chars().peekable();
+    while let Some(character) = characters.next() {
+        if character.is_ascii_digit() {
+            while characters
+                .peek()
+                .is_some_and(|next| next.is_ascii_digit() || matches!(next, '.' | ','))
+            {
+                let mut ahead = characters.clone();
+                ahead.next();
+                // A point or comma is part of the number only with a digit after it.
+                let next = characters.peek().copied();
+                if next.is_some_and(|next| !next.is_ascii_digit())
+                    && !ahead.peek().is_some_and(char::is_ascii_digit)
+                {
+                    break;
+                }
+                characters.next();
+            }
+            masked.push('#');
+        } else {
+            masked.push(character);
+        }
+    }
+    masked
+}
+
 fn line_matches(expected: &str, actual: &str) -> bool {
     if !expected.contains(ELISION) {
         return expected == actual;
@@ -588,37 +678,62 @@ fn is_progress(line: &str) -> bool {
 
 fn check_transcripts(file: &'static str) {
     let mut problems = Vec::new();
+    // Blessed blocks, as (first line, end, new lines), rewritten last to first.
+    let mut blessed: Vec<(usize, usize, Vec<String>)> = Vec::new();
     for (index, transcript) in transcripts(file).iter().enumerate() {
         let directory = scratch(&transcript.block, &format!("{}-{index}", file.replace('/', "-")));
         let output = run(&directory, &transcript.arguments);
         let _ = std::fs::remove_dir_all(&directory);
-        let actual: Vec<String> = output
-            .lines()
-            .filter(|line| !is_progress(line))
-            .map(normalized)
-            .collect();
-        let expected: Vec<String> = transcript.expected.iter().map(|line| normalized(line)).collect();
-        if let Err(matched) = matches(&expected, &actual) {
-            let mut problem = format!(
-                "{}:{}: `{}{}` printed something else",
-                transcript.file,
-                transcript.line,
-                COMMAND_PREFIX,
-                transcript.arguments.join(" ")
-            );
-            match transcript.expected.get(matched) {
-                Some(line) => write!(
-                    problem,
-                    "; the block's line {:?} was not found where it stands",
-                    line
-                )
-                .unwrap(),
-                None => problem.push_str("; it printed more lines than the block shows"),
+        let shown: Vec<&str> = output.lines().filter(|line| !is_progress(line)).collect();
+        let compared = |line: &str| {
+            let line = normalized(line);
+            if transcript.numbers_vary {
+                numbers_masked(&line)
+            } else {
+                line
             }
-            write!(problem, "\nIt printed (replace the block's lines with these, eliding with {ELISION} as needed):\n{output}")
-                .unwrap();
-            problems.push(problem);
+        };
+        let actual: Vec<String> = shown.iter().map(|line| compared(line)).collect();
+        let expected: Vec<String> = transcript.expected.iter().map(|line| compared(line)).collect();
+        let Err(matched) = matches(&expected, &actual) else {
+            continue;
+        };
+        let elided = transcript.expected.iter().any(|line| line.contains(ELISION));
+        if blessing() && !elided {
+            blessed.push((
+                transcript.line,
+                transcript.line + transcript.expected.len(),
+                shown.iter().map(|line| (*line).to_owned()).collect(),
+            ));
+            continue;
         }
+        let mut problem = format!(
+            "{}:{}: `{}{}` printed something else",
+            transcript.file,
+            transcript.line,
+            COMMAND_PREFIX,
+            transcript.arguments.join(" ")
+        );
+        match transcript.expected.get(matched) {
+            Some(line) => write!(
+                problem,
+                "; the block's line {:?} was not found where it stands",
+                line
+            )
+            .unwrap(),
+            None => problem.push_str("; it printed more lines than the block shows"),
+        }
+        let how = if elided {
+            "replace the block's lines with these, eliding with [...] as needed"
+        } else {
+            "replace the block's lines with these, or run with COMMITGAP_BLESS=1 to write them"
+        };
+        write!(problem, "\nIt printed ({how}):\n{output}").unwrap();
+        problems.push(problem);
+    }
+    for (from, to, lines) in blessed.into_iter().rev() {
+        rewrite_lines(file, from, to, &lines);
+        eprintln!("{file}:{from}: rewrote the block's output from the real run");
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
@@ -665,6 +780,11 @@ fn the_output_matcher_masks_timings_and_elides() {
         normalized("   17  0:01:11.511 sender  deliver"),
         "17 0:01:11.511 sender deliver"
     );
+    assert_eq!(
+        numbers_masked("crash 981, lost-ack 1807, clock-jump 1.5 s (95 of 198), 47%"),
+        "crash #, lost-ack #, clock-jump # s (# of #), #%"
+    );
+    assert_eq!(numbers_masked("1,234 steps, 0..200"), "# steps, #..#");
     assert!(line_matches("a [...] c [...] e", "a b c d e"));
     assert!(!line_matches("a [...] c", "a b d"));
     let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
