@@ -18,8 +18,10 @@ use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Row, Value};
 use commitgap_sim::commitgap::provider::{CallError, ProviderCall, ProviderReply, ProviderRequest};
 use commitgap_sim::commitgap::realtime::{ProviderClient, RealEnv};
 
-/// A request to stop, shared by every task of a process. Workers stop at their next sleep;
-/// the receiver stops accepting and finishes the requests in flight.
+/// A request to stop, shared by every task of a process. Workers stop at their next sleep, and
+/// relay workers also before the first statement of their next transaction (see
+/// [`ServiceEnv::stopping_between_transactions`]); the receiver stops accepting and finishes the
+/// requests in flight.
 #[derive(Debug, Clone, Default)]
 pub struct Stop(Arc<AtomicBool>);
 
@@ -80,6 +82,8 @@ fn open_env(
     Ok(ServiceEnv {
         inner,
         stop: stop.clone(),
+        stops_between_transactions: false,
+        reply_unrecorded: std::cell::Cell::new(false),
         transaction,
     })
 }
@@ -101,8 +105,38 @@ impl ProviderClient for NoProvider {
 pub struct ServiceEnv {
     inner: RealEnv,
     stop: Stop,
+    /// Whether a stop also ends the task before a statement that would begin a transaction.
+    stops_between_transactions: bool,
+    /// Whether the provider has answered a call since the task's last statement: the answer is
+    /// then recorded before the task may stop.
+    reply_unrecorded: std::cell::Cell<bool>,
     /// The number of the connection's transaction, for a live check's commit journal.
     transaction: crate::connection_labels::TransactionNumber,
+}
+
+impl ServiceEnv {
+    /// Makes a stop end the task also before the first statement it runs outside a transaction,
+    /// not only at its next sleep. A relay with a backlog never sleeps: it goes from one
+    /// obligation to the next, and would run until the backlog is gone. With this it stops
+    /// between two obligations, once the provider call in hand has answered or timed out. The
+    /// task is dropped there as a process that exits is: a lease it holds runs out on its own.
+    /// Only for tasks whose runner drops a pending future ([`crate::workers`]); a receiver's
+    /// handler must run to its answer.
+    pub fn stopping_between_transactions(mut self) -> ServiceEnv {
+        self.stops_between_transactions = true;
+        self
+    }
+
+    /// Whether the task should stop here: a stop was asked, this task stops between
+    /// transactions, none is open, and no provider answer waits to be recorded (a relay that
+    /// stopped between the provider's acceptance and its record would send the key again after
+    /// its lease, which is safe but wasteful).
+    fn stops_here(&self) -> bool {
+        self.stops_between_transactions
+            && self.stop.is_requested()
+            && !self.reply_unrecorded.get()
+            && self.inner.connection().is_autocommit()
+    }
 }
 
 /// The longest one sleep blocks before it looks at the stop flag again, in milliseconds.
@@ -122,8 +156,12 @@ impl Env for ServiceEnv {
         sql: &'a str,
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<usize, DbError>> {
+        if self.stops_here() {
+            return Box::pin(std::future::pending());
+        }
         crash_point(self.process_id(), "before", sql);
         let result = self.inner.execute(sql, params);
+        self.reply_unrecorded.set(false);
         self.transaction.after_statement(self.inner.connection());
         crash_point(self.process_id(), "after", sql);
         result
@@ -134,8 +172,12 @@ impl Env for ServiceEnv {
         sql: &'a str,
         params: &'a [Value],
     ) -> LocalBoxFuture<'a, Result<Vec<Row>, DbError>> {
+        if self.stops_here() {
+            return Box::pin(std::future::pending());
+        }
         crash_point(self.process_id(), "before", sql);
         let result = self.inner.query(sql, params);
+        self.reply_unrecorded.set(false);
         self.transaction.after_statement(self.inner.connection());
         crash_point(self.process_id(), "after", sql);
         result
@@ -161,7 +203,9 @@ impl Env for ServiceEnv {
         &'a self,
         call: &'a ProviderCall,
     ) -> LocalBoxFuture<'a, Result<ProviderReply, CallError>> {
-        self.inner.call_provider(call)
+        let reply = self.inner.call_provider(call);
+        self.reply_unrecorded.set(true);
+        reply
     }
 
     /// Writes the line to standard error with the process's name: a long-running service must not

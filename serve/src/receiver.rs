@@ -4,7 +4,16 @@
 //! A request becomes a `WebhookDelivery` with its raw body bytes (never re-encoded: the signature
 //! covers them) and the three Standard Webhooks headers as they arrived; a missing header is
 //! passed on empty, for the system's own verification to refuse. Bodies over the system's
-//! declared limit ([`System::body_bytes_max`]) are refused with 413 before they are read whole.
+//! declared limit ([`System::body_bytes_max`]) are refused with 413 before they are read whole,
+//! and one whose `Content-Length` is over it before any of it is read (a client that sent
+//! `Expect: 100-continue` gets the 413, not `100 Continue`).
+//!
+//! No client can hold the receiver ([`ConnectionLimits`]): a request head must arrive within the
+//! header timeout, which is also how long a kept-alive connection may sit idle; a body within
+//! the body timeout (408 otherwise); past the connection limit a new connection is answered 503
+//! at once and closed, and the refusal is logged; and once a stop is asked, the requests in
+//! flight have the shutdown grace to finish before every connection still open is closed, so a
+//! client holding half a request cannot keep the process from exiting.
 //! The handler runs on a pooled connection in the blocking pool, since the system's code is
 //! synchronous under a real `Env`, and its `Answer` becomes the status and a one-line body.
 //!
@@ -17,22 +26,63 @@
 //! [`System::body_bytes_max`]: commitgap_sim::system::System::body_bytes_max
 
 use std::future::Future;
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use commitgap_sim::commitgap::env::Env;
 use commitgap_sim::commitgap::realtime::block_on;
 use commitgap_sim::commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap_sim::commitgap::signature::WebhookHeaders;
 use commitgap_sim::system::System;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use crate::env::{Pool, ServiceEnv};
+
+/// How long a client may take and how many may be connected: what keeps one client, slow or
+/// hostile, from holding the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// The longest a client may take to send a request's head, and the longest a kept-alive
+    /// connection may sit idle before its next request; the connection is closed after it.
+    pub header_read_ms: u64,
+    /// The longest a client may take to send a request's body once its head has arrived; the
+    /// request is answered 408 after it.
+    pub body_read_ms: u64,
+    /// The most connections served at once. One more is answered 503 and closed at once, and
+    /// the refusal is logged: a flood of idle connections costs the flood, not the descriptors
+    /// every genuine delivery needs.
+    pub connections_max: usize,
+    /// How long the requests in flight have to finish once a stop is asked; every connection
+    /// still open after it is closed. A handler already running still runs to its end (its
+    /// transaction commits or rolls back as the system's code says), but its answer may then
+    /// never be written: the sender retries, as after any lost answer.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ConnectionLimits {
+    /// Ten seconds for a head or a body (a genuine sender writes a delivery in milliseconds;
+    /// Stripe and Svix time out their own requests after 10 to 30 seconds), 512 connections
+    /// (half of the 1,024 descriptors a process gets by default, so that the database, the
+    /// relay and the log keep theirs), and five seconds of grace at shutdown.
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_ms: 10_000,
+            body_read_ms: 10_000,
+            connections_max: 512,
+            shutdown_grace_ms: 5_000,
+        }
+    }
+}
 
 /// What the receiver's handlers share.
 #[derive(Clone)]
@@ -40,46 +90,145 @@ pub struct Receiver {
     system: Arc<dyn System>,
     pool: Arc<Pool>,
     ready: Arc<AtomicBool>,
+    limits: ConnectionLimits,
 }
 
 impl Receiver {
-    /// A receiver for `system` on the connections of `pool`.
+    /// A receiver for `system` on the connections of `pool`, with the default limits.
     pub fn new(system: Arc<dyn System>, pool: Pool) -> Receiver {
         Receiver {
             system,
             pool: Arc::new(pool),
             ready: Arc::new(AtomicBool::new(true)),
+            limits: ConnectionLimits::default(),
         }
     }
 
-    /// The routes, with the system's body limit.
+    /// The same receiver with other limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: ConnectionLimits) -> Receiver {
+        self.limits = limits;
+        self
+    }
+
+    /// The routes, with the system's body limit and the body timeout.
     pub fn router(&self) -> Router {
-        // One byte over the limit is enough for the system's own check to see the body is too
-        // large; the rest is never read.
-        let limit = self.system.body_bytes_max().saturating_add(1);
         Router::new()
             .route("/webhooks/{endpoint}", post(deliver))
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready))
-            .layer(DefaultBodyLimit::max(limit))
+            // The body is read by `deliver`, against the system's own limit.
+            .layer(DefaultBodyLimit::disable())
             .with_state(self.clone())
     }
 
-    /// Serves on `listener` until `shutdown` completes, then stops accepting, answers
-    /// `/readyz` with 503 and finishes the requests in flight before it returns.
+    /// The most body bytes read: one byte over the system's limit is enough for the system's
+    /// own check to see the body is too large; the rest is never read.
+    fn body_read_max(&self) -> usize {
+        self.system.body_bytes_max().saturating_add(1)
+    }
+
+    /// Serves on `listener` until `shutdown` completes, within the [`ConnectionLimits`]; then
+    /// stops accepting, answers `/readyz` with 503, lets the requests in flight finish within
+    /// the shutdown grace, and closes every connection still open before it returns.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let ready = Arc::clone(&self.ready);
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                ready.store(false, Ordering::SeqCst);
-            })
+        let limits = self.limits;
+        let service = hyper_util::service::TowerToHyperService::new(self.router());
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(Duration::from_millis(limits.header_read_ms));
+        let slots = Arc::new(Semaphore::new(limits.connections_max.max(1)));
+        let (stopping, stop_seen) = tokio::sync::watch::channel(false);
+        let mut connections = JoinSet::new();
+        let mut refused: u64 = 0;
+        let mut shutdown = pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                accepted = listener.accept() => {
+                    let stream = match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(error) => {
+                            // Out of descriptors, or a connection reset before it was accepted:
+                            // the listener is still good, so wait a moment and go on.
+                            eprintln!("receiver: could not accept a connection: {error}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                        refused += 1;
+                        if refused.is_power_of_two() || refused % 1_000 == 0 {
+                            eprintln!(
+                                "receiver: {refused} connections refused with 503 so far: {} are open, the limit",
+                                limits.connections_max
+                            );
+                        }
+                        connections.spawn(refuse(stream));
+                        continue;
+                    };
+                    let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service.clone());
+                    let mut stop_seen = stop_seen.clone();
+                    connections.spawn(async move {
+                        let _slot = slot;
+                        let mut connection = pin!(connection);
+                        tokio::select! {
+                            _ = connection.as_mut() => {}
+                            () = async { drop(stop_seen.wait_for(|stopping| *stopping).await) } => {
+                                // Finish the request in flight, take no other.
+                                connection.as_mut().graceful_shutdown();
+                                let _ = connection.await;
+                            }
+                        }
+                    });
+                }
+            }
+        }
+        self.ready.store(false, Ordering::SeqCst);
+        drop(listener);
+        let _ = stopping.send(true);
+        let finished = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_millis(limits.shutdown_grace_ms), finished)
             .await
+            .is_err()
+        {
+            eprintln!(
+                "receiver: {} connections still open {} ms after the stop; closing them",
+                connections.len(),
+                limits.shutdown_grace_ms
+            );
+            connections.shutdown().await;
+        }
+        Ok(())
     }
+}
+
+/// Whether reading a body failed because it was over the limit, not because the client broke off.
+fn over_limit(error: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+/// Answers a connection over the limit with 503 and closes it, giving the client a second to
+/// take the answer.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    const ANSWER: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 38\r\nretry-after: 1\r\n\r\ntoo many connections; try again later\n";
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(ANSWER).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }
 
 async fn ready(State(receiver): State<Receiver>) -> (StatusCode, &'static str) {
@@ -94,8 +243,44 @@ async fn deliver(
     State(receiver): State<Receiver>,
     Path(endpoint): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> (StatusCode, String) {
+    let limit = receiver.body_read_max();
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {} bytes", limit - 1),
+        )
+    };
+    // Before any of the body is read, so that a client waiting on `Expect: 100-continue` is
+    // answered 413 instead of being asked to send it.
+    let declared_length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared_length.is_some_and(|length| length > limit as u64) {
+        return too_large();
+    }
+    let read = axum::body::to_bytes(body, limit);
+    let body = match tokio::time::timeout(Duration::from_millis(receiver.limits.body_read_ms), read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(error)) if over_limit(&error) => return too_large(),
+        Ok(Err(error)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the body could not be read: {error}"),
+            );
+        }
+        Err(_) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {} ms",
+                    receiver.limits.body_read_ms
+                ),
+            );
+        }
+    };
     let header = |name: &str| {
         headers
             .get(name)

@@ -2,8 +2,9 @@
 //! requeue; and the database's creation from the system's own set-up.
 //!
 //! Each runner drives the system's future on the calling thread over its own connection. A
-//! relay worker runs until a stop is requested; it then stops at its next sleep, between passes
-//! in any relay that sleeps only when idle or backing off, and its future is dropped there.
+//! relay worker runs until a stop is requested; it then stops at its next sleep or before the
+//! first statement of its next transaction (between two obligations, even with a backlog), and
+//! its future is dropped there.
 //! Nothing is released on its behalf: a lease it held runs out as after a crash, which is what
 //! the system's own code was tested against. This module must not touch the system's tables.
 
@@ -22,7 +23,10 @@ use commitgap_sim::system::{Fixtures, System};
 use crate::env::{ServiceEnv, Stop};
 
 /// Creates the database at `path` in WAL mode and runs the system's set-up on it (its schema,
-/// and `fixtures`). Refuses a file that exists already, so that no data is ever overwritten.
+/// and `fixtures`) in one transaction: one commit instead of one per fixture, and a set-up that
+/// fails leaves no database behind (the file is removed, as it did not exist before), so `init`
+/// can simply be run again. Refuses a file that exists already, so that no data is ever
+/// overwritten. A set-up that ends the transaction itself is committed as it left things.
 pub fn create_database(path: &Path, system: &dyn System, fixtures: &Fixtures) -> Result<(), String> {
     if path.exists() {
         return Err(format!(
@@ -37,14 +41,41 @@ pub fn create_database(path: &Path, system: &dyn System, fixtures: &Fixtures) ->
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(format!("{} could not switch to WAL (got {mode})", path.display()));
     }
-    system
-        .set_up(&connection, fixtures)
-        .map_err(|error| format!("{}: the system's set-up failed: {error}", path.display()))
+    let set_up = connection
+        .execute_batch("BEGIN IMMEDIATE")
+        .map_err(|error| error.to_string())
+        .and_then(|()| {
+            system
+                .set_up(&connection, fixtures)
+                .map_err(|error| error.to_string())
+        })
+        .and_then(|()| {
+            if connection.is_autocommit() {
+                return Ok(());
+            }
+            connection
+                .execute_batch("COMMIT")
+                .map_err(|error| error.to_string())
+        });
+    if let Err(error) = set_up {
+        drop(connection);
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            let _ = std::fs::remove_file(file);
+        }
+        return Err(format!(
+            "{}: the system's set-up failed, and the file was removed: {error}",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
-/// Runs one relay worker on `env` until `stop` is requested.
+/// Runs one relay worker on `env` until `stop` is requested: it stops at its next sleep or
+/// before its next transaction, whichever comes first, so a backlog does not keep it running.
 pub fn run_relay_worker(system: &Arc<dyn System>, env: ServiceEnv, settings: RelaySettings, stop: &Stop) {
-    let env: Rc<dyn Env> = Rc::new(env);
+    let env: Rc<dyn Env> = Rc::new(env.stopping_between_transactions());
     drive(system.run_relay_worker(env, settings), stop);
 }
 

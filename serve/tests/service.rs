@@ -370,3 +370,30 @@ fn a_commit_after_the_answer_that_fails_is_answered_500_and_keeps_nothing() {
     assert_eq!((count("receipts"), count("orphans")), (0, 0), "nothing was kept");
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn a_set_up_that_fails_leaves_no_database_and_init_runs_again() {
+    let directory = scratch("failed-set-up");
+    let database = directory.join("service.db");
+    let system = ReferenceSystem::reference();
+    // The second order has the first one's key: the set-up fails after writing the schema, the
+    // account and the first order, all in the one transaction it runs in.
+    let mut twice = fixtures();
+    twice.subjects.push(twice.subjects[0].clone());
+    let error = create_database(&database, &system, &twice).unwrap_err();
+    assert!(
+        error.contains("set-up failed") && error.contains("UNIQUE"),
+        "{error}"
+    );
+    assert!(
+        !database.exists(),
+        "a failed set-up leaves no half-made database behind"
+    );
+    create_database(&database, &system, &fixtures()).unwrap();
+    let orders: i64 = Connection::open(&database)
+        .unwrap()
+        .query_row("SELECT count(*) FROM orders", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(orders, 1);
+    let _ = std::fs::remove_dir_all(&directory);
+}
