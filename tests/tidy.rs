@@ -74,6 +74,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "seeds run in parallel, each on its own world",
     ),
     (
+        "sim/src/cli/sweep.rs",
+        "Instant",
+        "how long shrinking took, reported beside the sweep's wall time, measured outside every run",
+    ),
+    (
         "sim/src/bench.rs",
         "Instant",
         "the time a whole run and its bare replay take, measured outside every run",

@@ -161,10 +161,10 @@ pub(super) fn run_sweep(app: &App, args: &SweepArgs) -> Result<i32, UsageError> 
             args.shrink_max
         );
     }
-    shrink_found(app, &system, &report, &findings, args, jobs, &limits.stop);
+    let shrinking = shrink_found(app, &system, &report, &findings, args, jobs, &limits.stop);
     let summary = summarize(args, &announcer, &report, jobs);
     let code = sweep_exit_code(&summary, &report);
-    print_closing_lines(args, &summary, &report, &findings, jobs);
+    print_closing_lines(args, &summary, &report, &findings, jobs, shrinking);
     write_reports(args, &summary, code);
     Ok(code)
 }
@@ -356,7 +356,8 @@ impl Announcer<'_> {
 }
 
 /// Shrinks the failures written as found, unless `--no-shrink` or the sweep was interrupted,
-/// and says what became of each one.
+/// and says what became of each one. Returns how long the shrinking took, when it ran: the
+/// sweep's own wall time ends before it.
 fn shrink_found(
     app: &App,
     system: &Arc<dyn System>,
@@ -365,7 +366,7 @@ fn shrink_found(
     args: &SweepArgs,
     jobs: usize,
     stop: &StopFlag,
-) {
+) -> Option<Duration> {
     let to_shrink = report
         .failures
         .iter()
@@ -374,15 +375,16 @@ fn shrink_found(
         })
         .count();
     if args.no_shrink || to_shrink == 0 {
-        return;
+        return None;
     }
     if stop.is_raised() {
         say!(
             "not shrunk: the sweep was interrupted; the {to_shrink} seed files hold the runs as found (shrink each later with `{} shrink FILE`)",
             app.prefix()
         );
-        return;
+        return None;
     }
+    let started = std::time::Instant::now();
     eprintln!(
         "sweep: shrinking {to_shrink} failing seed{} (at most {} runs each; --no-shrink skips this, Ctrl-C stops it and keeps the files as found)",
         if to_shrink == 1 { "" } else { "s" },
@@ -424,6 +426,7 @@ fn shrink_found(
             }
         }
     }
+    Some(started.elapsed())
 }
 
 /// Every failed seed of the sweep, in seed order: a divergence between two runs of one seed
@@ -551,6 +554,7 @@ fn print_closing_lines(
     report: &crate::sweep::SweepReport,
     findings: &Findings,
     jobs: usize,
+    shrinking: Option<Duration>,
 ) {
     for line in summary.coverage.lines() {
         say!("{line}");
@@ -597,7 +601,7 @@ fn print_closing_lines(
         .filter(|failure| failure.invariant == report::UNSETTLED)
         .count();
     say!(
-        "sweep: {} seed{}, {} failure{}{}, {} steps, {:.1} s wall, {:.1} seeds/s ({scope})",
+        "sweep: {} seed{}, {} failure{}{}, {} steps, {:.1} s wall{}, {:.1} seeds/s ({scope})",
         report.seeds_run,
         if report.seeds_run == 1 { "" } else { "s" },
         report.failures.len() - unsettled,
@@ -613,6 +617,10 @@ fn print_closing_lines(
         },
         report.steps,
         report.wall.as_secs_f64(),
+        shrinking.map_or_else(String::new, |shrinking| format!(
+            " and {:.1} s shrinking after it",
+            shrinking.as_secs_f64()
+        )),
         report.seeds_per_second(),
     );
 }
