@@ -4,8 +4,11 @@
 //! The crate holds a small system made of the reference's receiver and relay steps, each one its
 //! own to replace (one step written out, with a one-line bug to plant in a comment), the program's
 //! binary (every `commitgap` command for that system), a harness test, and a README. It depends on
-//! `commitgap-sim` alone, by path when given a checkout, else by version. This module only writes
-//! files; it refuses a directory that holds anything, so nothing a person wrote is replaced.
+//! `commitgap-sim` alone, by path when given a checkout, else by version. Given a checkout, it
+//! starts from the checkout's `Cargo.lock`, so the crate builds the versions the checkout was
+//! tested with instead of resolving them afresh; and it always writes the SQLite build flag the
+//! checkout builds with (`.cargo/config.toml`). This module only writes files; it refuses a
+//! directory that holds anything, so nothing a person wrote is replaced.
 
 use std::path::PathBuf;
 
@@ -83,7 +86,12 @@ impl Scaffold {
             ("tests/simulation.rs", simulation_rs(&library)),
             ("README.md", readme(&package)),
             ("seeds/.gitkeep", String::new()),
+            (".cargo/config.toml", CARGO_CONFIG.to_owned()),
         ];
+        let mut files = Vec::from(files);
+        if let Some(lock) = self.checkout_lock()? {
+            files.push(("Cargo.lock", lock));
+        }
         let mut written = Vec::new();
         for (relative, contents) in files {
             let path = self.directory.join(relative);
@@ -96,6 +104,21 @@ impl Scaffold {
             written.push(path);
         }
         Ok(written)
+    }
+
+    /// The checkout's `Cargo.lock`, when there is a checkout and it has one. Cargo keeps every
+    /// version it pins that the new crate's graph still has, and drops the rest.
+    fn checkout_lock(&self) -> Result<Option<String>, String> {
+        let Some(checkout) = &self.path_dependency else {
+            return Ok(None);
+        };
+        let lock = checkout.join("Cargo.lock");
+        if !lock.is_file() {
+            return Ok(None);
+        }
+        std::fs::read_to_string(&lock)
+            .map(Some)
+            .map_err(|error| format!("cannot read {} ({error})", lock.display()))
     }
 
     /// `commitgap-sim = { path = ".../sim" }` for a checkout, else the version.
@@ -118,6 +141,16 @@ impl Scaffold {
         ))
     }
 }
+
+/// The build flag this project builds its bundled SQLite with (its own `.cargo/config.toml`
+/// says why), so that a team's sweeps run as fast as the project's.
+const CARGO_CONFIG: &str = r#"# Build settings for this crate, written by `commitgap new`.
+
+[env]
+# SQLite's bundled build counts page-cache overflow under one process-wide mutex on every page it
+# allocates or frees, which makes parallel sweeps queue on that mutex. Nothing reads the counter.
+LIBSQLITE3_FLAGS = "-DSQLITE_DISABLE_PAGECACHE_OVERFLOW_STATS"
+"#;
 
 fn cargo_toml(package: &str, dependency: &str) -> String {
     format!(
@@ -264,9 +297,11 @@ A webhook receiver and outbox relay on SQLite (`src/system.rs`), and its determi
    `cargo run --release -- replay seeds/<file>.json` replays it step for step (add `--trace`, or
    `--html timeline.html` for a page). Put the line back, and the same replay passes.
 3. Make it yours: override the steps of `ReceiverSteps` and `RelaySteps` in `src/system.rs` with
-   your own receiver and relay, and run `cargo test` (`tests/simulation.rs` replays every seed
-   file in `seeds/`, then sweeps). `cargo run --release -- list --contract` prints every rule the
-   system is held to.
+   your own receiver and relay, and run `cargo test --release` (`tests/simulation.rs` replays
+   every seed file in `seeds/`, then sweeps). Undo step 2's bug first: the seed file it wrote is
+   now a regression test, and fails while the bug is there. `--release` reuses the build the
+   sweeps made; a plain `cargo test` builds everything again in the test profile.
+   `cargo run --release -- list --contract` prints every rule the system is held to.
 "#
     )
 }

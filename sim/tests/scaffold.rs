@@ -1,6 +1,7 @@
 //! `commitgap new` end to end, so that the quickstart never rots: scaffold a crate, build it
 //! against this checkout, sweep 200 seeds (it passes), plant the bug its comment offers, sweep
-//! again (it fails and writes a seed file), and replay that file (it fails the same way).
+//! again (it fails and writes a seed file), replay that file (it fails the same way), undo the bug
+//! and run the crate's own `cargo test --release` (it passes, the seed file replayed in it).
 //!
 //! The crate builds in `target/scaffold` of this checkout, a target directory of its own (the
 //! `cargo test` running this holds the workspace's), so only the first run compiles its
@@ -51,6 +52,8 @@ fn a_new_crate_builds_passes_catches_its_planted_bug_and_replays_it() {
         "src/system.rs",
         "tests/simulation.rs",
         "README.md",
+        "Cargo.lock",
+        ".cargo/config.toml",
     ] {
         assert!(crate_dir.join(file).is_file(), "{file} was written");
     }
@@ -99,5 +102,21 @@ fn a_new_crate_builds_passes_catches_its_planted_bug_and_replays_it() {
         "{}",
         text(&replay)
     );
+
+    // The README's third step: with the bug undone, the crate's own tests pass in the release
+    // profile, the seed file the failing sweep wrote replayed among them.
+    std::fs::write(&system, &source).unwrap();
+    let tested = cargo_in(&crate_dir, &["test", "--release", "--quiet"]);
+    assert_eq!(tested.status.code(), Some(0), "{}", text(&tested));
+
+    // The crate built the versions this checkout pins, not a fresh resolution.
+    let pinned = |lock: &str| -> Option<String> {
+        let at = lock.find("name = \"proptest\"\nversion = ")?;
+        lock[at..].lines().nth(1).map(str::to_owned)
+    };
+    let checkout_lock = std::fs::read_to_string(checkout().join("Cargo.lock")).unwrap();
+    let crate_lock = std::fs::read_to_string(crate_dir.join("Cargo.lock")).unwrap();
+    assert!(pinned(&checkout_lock).is_some(), "the checkout pins proptest");
+    assert_eq!(pinned(&crate_lock), pinned(&checkout_lock));
     let _ = std::fs::remove_dir_all(&parent);
 }
