@@ -10,8 +10,9 @@
 //!
 //! No client can hold the receiver ([`ConnectionLimits`]): a request head must arrive within the
 //! header timeout, which is also how long a kept-alive connection may sit idle; a body within
-//! the body timeout (408 otherwise); past the connection limit a new connection is answered 503
-//! at once and closed, and the refusal is logged; and once a stop is asked, the requests in
+//! the body timeout (408 otherwise); at the connection limit the connection silent longest makes
+//! room for a new one, and when none is silent the new one is answered 503 at once and closed,
+//! and the refusal is logged; and once a stop is asked, the requests in
 //! flight have the shutdown grace to finish before every connection still open is closed, so a
 //! client holding half a request cannot keep the process from exiting.
 //! The handler runs on a pooled connection in the blocking pool, since the system's code is
@@ -58,9 +59,10 @@ pub struct ConnectionLimits {
     /// The longest a client may take to send a request's body once its head has arrived; the
     /// request is answered 408 after it.
     pub body_read_ms: u64,
-    /// The most connections served at once. One more is answered 503 and closed at once, and
-    /// the refusal is logged: a flood of idle connections costs the flood, not the descriptors
-    /// every genuine delivery needs.
+    /// The most connections served at once. When they are all open, the one open longest
+    /// without sending a byte is closed to make room for a new one; when every one has sent
+    /// something, the new one is answered 503 at once and closed, and the refusal is logged. A
+    /// flood of silent connections costs the flood, not the descriptors genuine deliveries need.
     pub connections_max: usize,
     /// How long the requests in flight have to finish once a stop is asked; every connection
     /// still open after it is closed. A handler already running still runs to its end (its
@@ -145,6 +147,7 @@ impl Receiver {
         let (stopping, stop_seen) = tokio::sync::watch::channel(false);
         let mut connections = JoinSet::new();
         let mut refused: u64 = 0;
+        let mut silent = SilentConnections::default();
         let mut shutdown = pin!(shutdown);
         loop {
             tokio::select! {
@@ -161,24 +164,26 @@ impl Receiver {
                             continue;
                         }
                     };
-                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    let Some(slot) = silent.take_slot(&slots).await else {
                         refused += 1;
                         if refused.is_power_of_two() || refused % 1_000 == 0 {
                             eprintln!(
-                                "receiver: {refused} connections refused with 503 so far: {} are open, the limit",
+                                "receiver: {refused} connections refused with 503 so far: {} are open, the limit, and every one has sent something",
                                 limits.connections_max
                             );
                         }
                         connections.spawn(refuse(stream));
                         continue;
                     };
-                    let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service.clone());
+                    let (watched, evicted) = silent.watch(stream, limits.connections_max);
+                    let connection = http.serve_connection(hyper_util::rt::TokioIo::new(watched), service.clone());
                     let mut stop_seen = stop_seen.clone();
                     connections.spawn(async move {
                         let _slot = slot;
                         let mut connection = pin!(connection);
                         tokio::select! {
                             _ = connection.as_mut() => {}
+                            () = evicted.notified() => {}
                             () = async { drop(stop_seen.wait_for(|stopping| *stopping).await) } => {
                                 // Finish the request in flight, take no other.
                                 connection.as_mut().graceful_shutdown();
@@ -205,6 +210,123 @@ impl Receiver {
             connections.shutdown().await;
         }
         Ok(())
+    }
+}
+
+/// The connections served, in the order they were accepted, with whether each has sent a byte:
+/// when the limit is reached, the one open longest without a word is closed to make room, so a
+/// flood of silent connections cannot keep a genuine delivery out. A connection that has sent
+/// anything is never closed this way.
+#[derive(Default)]
+struct SilentConnections {
+    accepted: std::collections::VecDeque<(Arc<AtomicBool>, std::sync::Weak<tokio::sync::Notify>)>,
+}
+
+impl SilentConnections {
+    /// Wraps `stream` so that its first byte is noticed; returns it and what tells its task it was
+    /// evicted.
+    fn watch(
+        &mut self,
+        stream: tokio::net::TcpStream,
+        connections_max: usize,
+    ) -> (Watched, Arc<tokio::sync::Notify>) {
+        // Forget the connections that spoke or ended, now and then, so the list stays short.
+        if self.accepted.len() > connections_max.saturating_mul(2) {
+            self.accepted
+                .retain(|(spoke, evict)| !spoke.load(Ordering::Relaxed) && evict.strong_count() > 0);
+        }
+        let spoke = Arc::new(AtomicBool::new(false));
+        let evict = Arc::new(tokio::sync::Notify::new());
+        self.accepted
+            .push_back((Arc::clone(&spoke), Arc::downgrade(&evict)));
+        (Watched { stream, spoke }, evict)
+    }
+
+    /// A slot for a new connection: a free one, or the one a silent connection gives up when it is
+    /// closed to make room; `None` when every open connection has sent something.
+    async fn take_slot(&mut self, slots: &Arc<Semaphore>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
+            return Some(slot);
+        }
+        if !self.evict_one() {
+            return None;
+        }
+        // The evicted connection's task gives its slot back as it ends, at once.
+        tokio::time::timeout(Duration::from_secs(1), Arc::clone(slots).acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Closes the connection open longest without sending a byte; false when there is none.
+    fn evict_one(&mut self) -> bool {
+        while let Some((spoke, evict)) = self.accepted.pop_front() {
+            if spoke.load(Ordering::Relaxed) {
+                continue;
+            }
+            if let Some(evict) = evict.upgrade() {
+                evict.notify_one();
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// A connection's stream that notes when the client first sends something.
+struct Watched {
+    stream: tokio::net::TcpStream,
+    spoke: Arc<AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buffer.filled().len();
+        let polled = std::pin::Pin::new(&mut self.stream).poll_read(context, buffer);
+        if buffer.filled().len() > before {
+            self.spoke.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(context, buffer)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(context, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(context)
     }
 }
 
