@@ -78,6 +78,17 @@ impl Served {
         }
     }
 
+    /// A genuine request on a new connection: the status line it got and how long it took.
+    fn health_check(&self) -> (String, Duration) {
+        let started = Instant::now();
+        let mut genuine = self.connect();
+        genuine
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let (written, _) = read_to_close(&mut genuine);
+        (status_line(&written).to_owned(), started.elapsed())
+    }
+
     fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(self.address).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -249,19 +260,10 @@ fn at_the_limit_a_silent_connection_makes_room_and_past_it_a_new_one_is_answered
     // the one silent longest is closed to make room for it.
     let mut silent: Vec<TcpStream> = (0..4).map(|_| served.connect()).collect();
     std::thread::sleep(Duration::from_millis(200));
-    let started = Instant::now();
-    let mut genuine = served.connect();
-    genuine
-        .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
-        .unwrap();
-    let (written, _) = read_to_close(&mut genuine);
-    assert!(status_line(&written).starts_with("HTTP/1.1 200"), "{written:?}");
+    let (status, took) = served.health_check();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status:?}");
     // At once: no timeout (60 s here) had to pass. The bound leaves a slow machine room.
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "answered after {:?}",
-        started.elapsed()
-    );
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
     let (_, closed) = read_to_close(&mut silent[0]);
     assert!(closed, "the connection silent longest was closed");
 
@@ -309,20 +311,11 @@ fn a_flood_of_silent_connections_does_not_keep_a_genuine_request_out() {
     let flood: Vec<TcpStream> = (0..500).map(|_| served.connect()).collect();
     std::thread::sleep(Duration::from_millis(300));
     for round in 0..5 {
-        let started = Instant::now();
-        let mut genuine = served.connect();
-        genuine
-            .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
-            .unwrap();
-        let (written, _) = read_to_close(&mut genuine);
+        let (status, took) = served.health_check();
+        assert!(status.starts_with("HTTP/1.1 200"), "round {round}: {status:?}");
         assert!(
-            status_line(&written).starts_with("HTTP/1.1 200"),
-            "round {round}: {written:?}"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "round {round}: answered after {:?}",
-            started.elapsed()
+            took < Duration::from_secs(5),
+            "round {round}: answered after {took:?}"
         );
     }
     drop(flood);
