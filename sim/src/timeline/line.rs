@@ -323,8 +323,10 @@ fn read_happening(
         Happening::ProviderFinishes { outcome, .. } => {
             provider_outcome(&Lane::named(LaneGroup::Provider), outcome, &text, facts);
         }
-        Happening::KeyForgotten { key } => {
-            let said = format!("the provider forgot key {key}: a request with it now counts as new");
+        Happening::KeyForgotten { key, model } => {
+            let said = format!(
+                "the provider forgot key {key} ({model} set its lifetime): a request with it now counts as new"
+            );
             facts.add(
                 &Lane::named(LaneGroup::Provider),
                 Kind::KeyExpiry,

@@ -23,6 +23,7 @@ fn step(step: u64, time_ms: i64, actor: Actor, happened: Vec<Happening>) -> Trac
         step,
         time_ms,
         actor,
+        task: None,
         happened,
     }
 }
@@ -518,13 +519,21 @@ fn a_key_expiry_shows_where_the_provider_forgot_it() {
             2,
             2,
             relay(),
-            vec![Happening::KeyForgotten { key: key.into() }, Happening::Wake],
+            vec![
+                Happening::KeyForgotten {
+                    key: key.into(),
+                    model: "provider-key-expiry".into(),
+                },
+                Happening::Wake,
+            ],
         ),
         step(3, 3, relay(), vec![send(key, accepted("shp-2"), false)]),
     ];
     let page = render("forgotten", &steps, None);
     assert_eq!(marks_with_kind(&page, "key-expiry"), 1);
-    assert!(page.contains("the provider forgot key tenant-a/order-1/fulfill/v1"));
+    assert!(page.contains(
+        "the provider forgot key tenant-a/order-1/fulfill/v1 (provider-key-expiry set its lifetime)"
+    ));
 }
 
 #[test]

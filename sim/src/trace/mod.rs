@@ -288,10 +288,14 @@ pub enum Happening {
         /// The reply the provider made, or its error.
         outcome: Result<ProviderReply, String>,
     },
-    /// The provider forgot a key, at the time the key-expiry fault set for it.
+    /// The provider forgot a key, at the time a fault model set for it. It is recorded in
+    /// whichever step first runs at or after that time, so the step's actor is not its source;
+    /// `model` is.
     KeyForgotten {
         /// The operation key the provider forgot.
         key: String,
+        /// The fault model that set the key's lifetime.
+        model: String,
     },
     /// A receiver answered a delivery.
     Answer(Answer),
@@ -459,6 +463,10 @@ pub struct TraceStep {
     pub time_ms: i64,
     /// Who acted in the step.
     pub actor: Actor,
+    /// The task that acted, when a process's task did. One process runs several tasks at once
+    /// (a receiver's concurrent handlers), and the actor alone cannot tell them apart. Only the
+    /// text shows it; the digest does not read it, so numbering tasks changed no run's digest.
+    pub task: Option<u64>,
     /// What happened in the step, in order.
     pub happened: Vec<Happening>,
 }
@@ -485,6 +493,8 @@ pub struct Trace {
     kept: Option<Vec<TraceStep>>,
     /// The step being recorded.
     current: Option<(u64, i64, Actor)>,
+    /// The task acting in the step being recorded, if a task is.
+    current_task: Option<u64>,
     happened: Vec<Happening>,
     count: u64,
 }
@@ -498,6 +508,7 @@ impl Trace {
             statements: BTreeMap::new(),
             kept: keep.then(Vec::new),
             current: None,
+            current_task: None,
             happened: Vec::new(),
             count: 0,
         }
@@ -523,7 +534,13 @@ impl Trace {
         feed.i64(time_ms);
         actor.feed(&mut feed);
         self.current = Some((step, time_ms, actor));
+        self.current_task = None;
         self.happened.clear();
+    }
+
+    /// Names the task acting in the current step, for the text only (see [`TraceStep::task`]).
+    pub fn set_task(&mut self, task: u64) {
+        self.current_task = Some(task);
     }
 
     /// Records one happening of the current step.
@@ -571,6 +588,7 @@ impl Trace {
                 step,
                 time_ms,
                 actor,
+                task: self.current_task.take(),
                 happened: std::mem::take(&mut self.happened),
             });
         }

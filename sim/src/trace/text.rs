@@ -12,19 +12,23 @@ use commitgap::provider::{CallError, ProviderReply};
 
 use super::{Arrival, CallOutcome, DeliveryHow, Happening, SqlOutcome, TraceStep};
 
-/// `    42  0:00:01.042 receiver-2#1  sql INSERT ... | answer 200 Applied`: the step, the virtual
-/// time, the actor, and what happened, parts joined by ` | `. The set-up is one line of its own.
+/// `    42  0:00:01.042 receiver-2#1/t9  sql INSERT ... | answer 200 Applied`: the step, the
+/// virtual time, the actor (with its task, when a process's task acted), and what happened, parts joined by ` | `. The set-up is one line of its own.
 impl fmt::Display for TraceStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let [setup @ Happening::Setup { .. }] = &self.happened[..] {
             return write!(f, "{setup}");
         }
+        let actor = match self.task {
+            Some(task) => format!("{}/t{task}", self.actor),
+            None => self.actor.to_string(),
+        };
         write!(
             f,
-            "{:>6} {:>12} {:<13} ",
+            "{:>6} {:>12} {:<16} ",
             self.step,
             format_time_ms(self.time_ms),
-            self.actor.to_string()
+            actor
         )?;
         for (index, happening) in self.happened.iter().enumerate() {
             if index > 0 {
@@ -104,7 +108,9 @@ impl fmt::Display for Happening {
                     Reply(outcome)
                 )
             }
-            Happening::KeyForgotten { key } => write!(f, "provider forgot key {key}"),
+            Happening::KeyForgotten { key, model } => {
+                write!(f, "provider forgot key {key} (fault:{model})")
+            }
             other => other.fmt_messages(f),
         }
     }
@@ -501,5 +507,42 @@ mod tests {
             subscriptions: 1,
         };
         assert!(emit.to_string().ends_with("1 subscription)"), "{emit}");
+    }
+
+    /// Seed 3 sends copies of one event to one receiver at once, so two of its handlers wait for
+    /// the write lock side by side: their lines must say which handler each is.
+    #[test]
+    fn concurrent_handlers_of_one_process_are_told_apart() {
+        let system = std::sync::Arc::clone(&crate::systems::by_name("reference").unwrap());
+        let options = crate::run::RunOptions {
+            keep_trace: true,
+            ..crate::run::RunOptions::default()
+        };
+        let outcome = crate::run::run_seed(&system, 3, &options).unwrap();
+        let trace = outcome.trace.unwrap();
+        let mut tasks_of: std::collections::BTreeMap<String, std::collections::BTreeSet<u64>> =
+            Default::default();
+        for step in &trace {
+            if let super::super::Actor::Process(process) = &step.actor
+                && process.starts_with("receiver-")
+                && step
+                    .happened
+                    .iter()
+                    .any(|happening| matches!(happening, Happening::Sql { .. }))
+            {
+                let task = step
+                    .task
+                    .unwrap_or_else(|| panic!("a handler's statement names no task: {step}"));
+                assert!(
+                    step.to_string().contains(&format!("{process}/t{task} ")),
+                    "{step}"
+                );
+                tasks_of.entry(process.to_string()).or_default().insert(task);
+            }
+        }
+        assert!(
+            tasks_of.values().any(|tasks| tasks.len() >= 2),
+            "no receiver ran two handlers: {tasks_of:?}"
+        );
     }
 }

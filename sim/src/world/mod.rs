@@ -708,6 +708,9 @@ impl World {
     pub fn begin_step_of(&mut self, item: Item) {
         let actor = self.actor_of(item);
         self.begin_step(actor);
+        if let Item::Task(task) = item {
+            self.trace.set_task(task);
+        }
         self.record_forgotten_keys();
     }
 
@@ -955,7 +958,7 @@ impl World {
     pub fn record_forgotten_keys(&mut self) {
         for (key, model) in self.probes.keys_forgotten_by(self.now_ms, &self.view) {
             self.record_fault(&model, &format_args!("provider forgot key {key}"));
-            self.record(Happening::KeyForgotten { key });
+            self.record(Happening::KeyForgotten { key, model });
         }
     }
 
