@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use commitgap::receiver::{Answer, SuccessKind};
-use commitgap_sim::backend::Backend;
-use commitgap_sim::coverage::Situation;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
-use commitgap_sim::scenario::{Scenario, ScenarioSetup};
+use commitgap_sim::run::Backend;
+use commitgap_sim::run::EventSpec;
+use commitgap_sim::run::{Scenario, ScenarioSetup};
+use commitgap_sim::sweep::Situation;
 use commitgap_sim::sweep::{SweepOptions, sweep};
 use commitgap_sim::system::{Fixtures, SubjectFixture};
 use commitgap_sim::systems::{self, ReferenceSystem};
-use commitgap_sim::workload::EventSpec;
 
 /// Seeds of the reference sweep below: the rarest situation was reached in about one seed in
 /// ten when this was measured, so a few hundred leave a wide margin.

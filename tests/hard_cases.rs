@@ -13,10 +13,10 @@ use commitgap_sim::domain::Domain;
 use commitgap_sim::domain::payments::OrderStatus;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
-use commitgap_sim::scenario::{Scenario, ScenarioSetup};
+use commitgap_sim::run::{EventSpec, Workload};
+use commitgap_sim::run::{Scenario, ScenarioSetup};
 use commitgap_sim::system::{Fixtures, SubjectFixture};
 use commitgap_sim::systems::ReferenceSystem;
-use commitgap_sim::workload::{EventSpec, Workload};
 
 fn fixtures() -> Fixtures {
     Fixtures {

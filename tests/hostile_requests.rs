@@ -9,13 +9,13 @@ use commitgap_sim::domain::Domain;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
 use commitgap_sim::faults::Attack;
-use commitgap_sim::record::Origin;
-use commitgap_sim::scenario::{Scenario, ScenarioSetup};
-use commitgap_sim::signing::{CURRENT_GENERATION, hostile_request, signed_delivery};
+use commitgap_sim::peers::{CURRENT_GENERATION, hostile_request, signed_delivery};
+use commitgap_sim::run::EventSpec;
+use commitgap_sim::run::Origin;
+use commitgap_sim::run::{Scenario, ScenarioSetup};
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
 use commitgap_sim::systems::planted::{FutureTimestampRejected, UnverifiedSignature};
-use commitgap_sim::workload::EventSpec;
 
 /// The request of `attack` copied from `genuine`, as the simulated attacker makes it for a
 /// payments receiver.

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use commitgap_sim::backend::Backend;
+use commitgap_sim::run::Backend;
 use commitgap_sim::sweep::{SweepOptions, sweep};
 use commitgap_sim::systems;
 

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use commitgap_sim::backend::Backend;
-use commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX;
+use commitgap_sim::run::Backend;
+use commitgap_sim::run::COMMITGAP_REPLAY_PREFIX;
 use commitgap_sim::run::{RunOptions, RunOutcome, run_seed};
-use commitgap_sim::seed_file::{Expectation, SeedFile, replay_command};
+use commitgap_sim::sweep::{Expectation, SeedFile, replay_command};
 use commitgap_sim::sweep::{SweepOptions, sweep};
 use commitgap_sim::systems;
 

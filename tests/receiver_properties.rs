@@ -191,7 +191,7 @@ fn endpoint() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(commitgap_sim::strategy::repeatable_config(400))]
+    #![proptest_config(commitgap_sim::harness::repeatable_config(400))]
 
     #[test]
     fn only_a_genuine_authorized_valid_event_changes_anything(

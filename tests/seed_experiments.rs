@@ -17,10 +17,10 @@ use commitgap::receiver::{Answer, SuccessKind};
 use commitgap::relay::RelaySettings;
 #[allow(unused_imports)]
 use commitgap_sim::domain::payments::{AMOUNT, CANCEL, PAYMENT, Payments, REFUND, UPDATE};
-use commitgap_sim::scenario::{Scenario, ScenarioSetup};
+use commitgap_sim::run::EventSpec;
+use commitgap_sim::run::{Scenario, ScenarioSetup};
 use commitgap_sim::system::{Fixtures, SubjectFixture};
 use commitgap_sim::systems::ReferenceSystem;
-use commitgap_sim::workload::EventSpec;
 
 fn fixtures() -> Fixtures {
     Fixtures {

@@ -13,14 +13,14 @@
 //! an invariant failure is a false alarm, and so is a run longer than the file's own bounds.
 
 use commitgap_sim::run::{RunOptions, run_seed};
-use commitgap_sim::seed_file::{self, SeedFile};
+use commitgap_sim::sweep::{self, SeedFile};
 use commitgap_sim::systems;
 use proptest::prelude::*;
 
 /// Every seed file in `seeds/`, as JSON.
 fn real_seed_files() -> Vec<(String, serde_json::Value)> {
     let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
-    seed_file::list(&directory)
+    sweep::list(&directory)
         .unwrap()
         .into_iter()
         .map(|path| {
@@ -130,7 +130,7 @@ fn false_alarm(file: &SeedFile) -> Option<String> {
         let bound = config.fault_phase_steps_max
             + config
                 .liveness_steps_max
-                .max(commitgap_sim::config::LIVENESS_STEPS_MAX)
+                .max(commitgap_sim::run::LIVENESS_STEPS_MAX)
             + 1;
         let options = RunOptions {
             config: Some(config),
@@ -166,7 +166,7 @@ fn false_alarm(file: &SeedFile) -> Option<String> {
 
 fn a_real_seed_file() -> Vec<u8> {
     let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
-    let path = seed_file::list(&directory)
+    let path = sweep::list(&directory)
         .unwrap()
         .into_iter()
         .next()
@@ -219,7 +219,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    #![proptest_config(commitgap_sim::strategy::repeatable_config(48))]
+    #![proptest_config(commitgap_sim::harness::repeatable_config(48))]
 
     #[test]
     fn a_file_the_reader_accepts_never_fails_the_reference(
@@ -245,7 +245,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(commitgap_sim::strategy::repeatable_config(300))]
+    #![proptest_config(commitgap_sim::harness::repeatable_config(300))]
 
     #[test]
     fn arbitrary_bytes_are_refused_or_read(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
@@ -289,7 +289,7 @@ proptest! {
 #[test]
 fn the_largest_drawn_workload_writes_a_seed_file_the_reader_accepts() {
     let reference = systems::by_name("reference").unwrap();
-    let mut config = commitgap_sim::config::SimConfig::draw(3, commitgap_sim::backend::Backend::Memdb);
+    let mut config = commitgap_sim::run::SimConfig::draw(3, commitgap_sim::run::Backend::Memdb);
     config.tenants = 8;
     config.orders_per_tenant = 8;
     config.paid_orders = commitgap_sim::rng::Ratio::new(1, 1);

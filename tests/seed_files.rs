@@ -5,13 +5,13 @@
 //! the file promises.
 
 use commitgap_sim::run::{RunOptions, run_seed};
-use commitgap_sim::seed_file::{self, SeedFile};
+use commitgap_sim::sweep::{self, SeedFile};
 use commitgap_sim::systems;
 
 #[test]
 fn every_seed_file_ends_as_it_expects() {
     let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
-    let paths = seed_file::list(&directory).unwrap();
+    let paths = sweep::list(&directory).unwrap();
     assert!(!paths.is_empty(), "seeds/ holds at least the planted bugs' seeds");
     let mut broken = Vec::new();
     for path in paths {

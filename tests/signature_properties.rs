@@ -59,7 +59,7 @@ fn message_id() -> impl Strategy<Value = String> {
 
 proptest! {
     // Each case costs microseconds, and most are refused early; more cases reach the comparison.
-    #![proptest_config(commitgap_sim::strategy::repeatable_config(2048))]
+    #![proptest_config(commitgap_sim::harness::repeatable_config(2048))]
 
     #[test]
     fn verify_never_panics_on_generated_input_and_never_accepts_it(

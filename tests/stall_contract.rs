@@ -22,7 +22,7 @@ fn pauses_of_one_relay_worker_at_one_point_add_up_to_at_most_the_promised_stall(
     // it the seed draws what it drew when the finding was made.
     let options = RunOptions {
         keep_trace: true,
-        shape: commitgap_sim::shape::WorkloadShape {
+        shape: commitgap_sim::run::WorkloadShape {
             without_faults: vec!["provider-double-execute".to_owned()],
             ..Default::default()
         },

@@ -10,7 +10,7 @@
 #![no_main]
 
 use commitgap_sim::run::{RunOptions, run_seed};
-use commitgap_sim::seed_file::SeedFile;
+use commitgap_sim::sweep::SeedFile;
 use commitgap_sim::systems;
 
 /// The most steps of each phase a fuzzed run takes.

@@ -30,11 +30,11 @@ use commitgap_serve::receiver::Receiver;
 use commitgap_serve::workers::create_database;
 use commitgap_sim::domain::Domain;
 use commitgap_sim::domain::payments::{AMOUNT, PAYMENT, Payments};
+use commitgap_sim::peers::{CURRENT_GENERATION, receiver_settings, signed_delivery};
+use commitgap_sim::run::EventSpec;
 use commitgap_sim::rusqlite::Connection;
-use commitgap_sim::signing::{CURRENT_GENERATION, receiver_settings, signed_delivery};
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
-use commitgap_sim::workload::EventSpec;
 
 const CONNECTIONS: usize = 4;
 

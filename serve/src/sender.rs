@@ -9,7 +9,7 @@
 //! compressed: a real receiver answers in real time. A delivery that got no answer (refused,
 //! reset, timed out) is a timeout to the [`Sender`], as a real sender sees it.
 //!
-//! It signs with the simulator's endpoint secrets ([`commitgap_sim::signing`]), the ones
+//! It signs with the simulator's endpoint secrets ([`commitgap_sim::peers`]), the ones
 //! `receiver_settings` gives the receivers of a check: it is a test sender, not one to post
 //! to a production endpoint with.
 //!
@@ -22,10 +22,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use commitgap_sim::domain::Domain;
+use commitgap_sim::peers::{CURRENT_GENERATION, signed_delivery};
+use commitgap_sim::peers::{Sender, SenderPreset};
 use commitgap_sim::rng::{Ratio, SimRng};
-use commitgap_sim::sender::{Sender, SenderPreset};
-use commitgap_sim::signing::{CURRENT_GENERATION, signed_delivery};
-use commitgap_sim::workload::EventSpec;
+use commitgap_sim::run::EventSpec;
 
 use crate::env::Stop;
 

@@ -13,12 +13,12 @@ use commitgap_serve::receiver::Receiver;
 use commitgap_serve::sender::{SenderPlan, deliver};
 use commitgap_serve::workers::create_database;
 use commitgap_sim::domain::payments::{AMOUNT, PAYMENT, Payments};
+use commitgap_sim::peers::receiver_settings;
+use commitgap_sim::peers::{EventState, SenderPreset};
+use commitgap_sim::run::EventSpec;
 use commitgap_sim::rusqlite::Connection;
-use commitgap_sim::sender::{EventState, SenderPreset};
-use commitgap_sim::signing::receiver_settings;
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::ReferenceSystem;
-use commitgap_sim::workload::EventSpec;
 use common::Server;
 
 fn payments(orders: usize) -> Vec<EventSpec> {

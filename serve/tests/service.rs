@@ -25,11 +25,11 @@ use commitgap_sim::commitgap::relay::RelaySettings;
 use commitgap_sim::commitgap::relay::RelaySteps;
 use commitgap_sim::domain::Domain;
 use commitgap_sim::domain::payments::{AMOUNT, PAYMENT, Payments};
+use commitgap_sim::peers::{CURRENT_GENERATION, receiver_settings, signed_delivery};
+use commitgap_sim::run::EventSpec;
 use commitgap_sim::rusqlite::Connection;
-use commitgap_sim::signing::{CURRENT_GENERATION, receiver_settings, signed_delivery};
 use commitgap_sim::system::{Fixtures, SubjectFixture, System};
 use commitgap_sim::systems::{ReferenceSystem, Variant};
-use commitgap_sim::workload::EventSpec;
 use common::Server;
 
 fn scratch(name: &str) -> PathBuf {

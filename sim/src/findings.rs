@@ -32,9 +32,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::registry::Registry;
 use crate::run::RunOutcome;
-use crate::seed_file::{Corpus, Kept};
-use crate::seed_file::{SeedFile, ShrunkRun};
-use crate::shrink::{Shrunk, shrink_all};
+use crate::sweep::seed_file::{Corpus, Kept};
+use crate::sweep::seed_file::{SeedFile, ShrunkRun};
+use crate::sweep::shrink::{Shrunk, shrink_all};
 use crate::sweep::{SeedResult, StopFlag};
 use crate::system::System;
 

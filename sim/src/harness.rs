@@ -1,5 +1,8 @@
 //! The simulation as one `#[test]`: regressions first, then a sweep, then one line to act on.
 //!
+//! Simulations as a proptest `Strategy`, for a team's own property tests, are here too
+//! ([`sim_case`]).
+//!
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use commitgap_sim::systems::ReferenceSystem as ShopSystem;
@@ -43,12 +46,15 @@ use crate::findings::{
 use crate::invariants::Invariant;
 use crate::registry::Registry;
 use crate::run::{RunOptions, RunOutcome, run_seed};
-use crate::seed_file::{self, SeedFile};
 use crate::shape::WorkloadShape;
-use crate::shrink::DEFAULT_SHRINK_RUNS;
 use crate::sweep::report::{NONDETERMINISM, UNSETTLED};
+use crate::sweep::seed_file::{self, SeedFile};
+use crate::sweep::shrink::DEFAULT_SHRINK_RUNS;
 use crate::sweep::{Found, SweepLimits, SweepOptions, SweepReport, sweep_with_limits};
 use crate::system::System;
+
+// The simulation as a proptest `Strategy` is the other way to run it inside `cargo test`.
+pub use crate::strategy::*;
 
 /// Seeds a check sweeps when `COMMITGAP_CASES` is not set: a few seconds in a release build.
 pub const DEFAULT_CASES: u64 = 256;

@@ -47,109 +47,103 @@
 //! assert_eq!(report.seeds, 20);
 //! ```
 //!
-//! `commitgap new DIR` writes such a crate, with its program and a harness test ([`scaffold`]).
+//! `commitgap new DIR` writes such a crate, with its program and a harness test.
 //!
-//! Map of the modules:
-//! - [`run`]: one run of one seed: the executor, the fault phase, heal, the liveness phase.
-//! - [`scenario`]: scripted, deterministic tests that say exactly what happens when.
-//! - [`schedule`]: a run written down as its decisions: readable, editable, replayable.
-//! - `world` (internal): the simulated world's state: processes, tasks, clock, queues, the current step.
-//! - `sim_env` (internal): the simulated `Env`, where every awaited call is a scheduling point.
-//! - `sql` (internal): the one reading of SQL text: a statement's verb, first table and ordering.
-//! - `decision` (internal): the typed decisions a run is made of, as schedules write them.
-//! - [`backend`]: where a run's database lives (memdb or a WAL file).
-//! - `db` (internal): the shared SQLite database, per-process connections, committed-change capture, and reuse of a database across a thread's runs.
-//! - [`view`]: the committed rows, decoded and indexed for the invariants.
-//! - [`sender`]: the upstream webhook sender and its retry presets.
-//! - [`signing`]: the endpoints' secrets and deliveries signed as a real sender signs them.
-//! - [`provider`]: the downstream provider: idempotency-key store and ledger of effects.
-//! - [`final_state`]: a final state the simulator did not produce (a real database's rows, a real
-//!   provider's ledger, a real sender's books) judged with the invariants that can judge one.
-//! - [`commit_journal`]: every commit of a run over real processes, replayed and judged one
-//!   commit at a time with the invariants that can judge a commit alone.
-//! - [`faults`]: the fault models, one file each, and the built-in list of them.
-//! - [`registry`]: what a run reads besides its seed: fault models, added invariants and the
-//!   replay command, as a value.
-//! - [`invariants`]: the invariants, one file each, and their registry.
-//! - [`coverage`]: the interesting situations each run reached, and a sweep's coverage of them
-//!   and of the fault models.
-//! - [`system`]: the interface a system under test implements.
-//! - [`rows`]: rows as the invariants see them, whatever the system's schema.
-//! - [`domain`]: the business a system serves (its events, model and rules), apart from the
-//!   webhook pattern; payments is the reference's.
-//! - [`systems`]: the reference system and its planted bugs.
-//! - [`mutants`]: the simulator's power: how fast each planted bug is caught.
-//! - [`sql_mutants`]: SQL mutants of any system: each statement rewritten, swept until caught.
-//! - [`config`]: the configuration and workload drawn from a seed.
-//! - [`shape`]: the workload's shape a sweep chooses: counts, sender preset, durations, fault models.
-//! - [`workload`]: the ground truth of a run: fixtures, events and how each is delivered.
-//! - `limits` (internal): the bounds every configuration and schedule is held to.
-//! - [`record`]: what the simulator observed in a step and over a run, for invariants and probes.
-//! - [`rng`]: seeded random streams and integer ratios.
-//! - [`trace`]: each step's record of what happened, and the run's digest over the records.
-//! - [`shrink`]: a failing run reduced to the few decisions that matter.
-//! - [`seed_file`]: the JSON file a failing seed is written to, and the seed directory kept to
-//!   the shortest file per distinct failure.
-//! - `findings` (internal): a sweep's failures, written the moment they are found, then shrunk and deduplicated.
-//! - `files` (internal): atomic, durable writes of regular files only, and the seed directory's safety checks.
-//! - [`sweep`]: many seeds over several threads, one shard of a range, within a time budget, and
-//!   the sweep's JUnit XML and JSON reports for CI systems and scripts.
-//! - `bench` (internal): the simulator's speed and memory, and its cost against SQLite replaying the same
-//!   statements on a bare database.
-//! - [`harness`]: the simulation as one `#[test]`: regressions from the seed directory, then a
-//!   sweep, failures shrunk and written with the command that replays them.
-//! - [`strategy`]: simulations as a proptest `Strategy`, for users' own property tests.
-//! - `timeline` (internal): one run's trace drawn as a self-contained HTML page, for `replay --html`.
+//! The public modules, what a team uses:
 //! - [`app`]: a team's own simulation program: its systems, planted bugs, fault models,
 //!   invariants and workload behind every command.
-//! - [`scaffold`]: `commitgap new`, a team's first crate, ready to sweep.
-//! - `cli` (internal): the command-line program.
+//! - [`harness`]: the simulation as one `#[test]`: regressions from the seed directory, then a
+//!   sweep, failures shrunk and written with the command that replays them; and simulations as
+//!   a proptest `Strategy`, for a team's own property tests.
+//! - [`system`]: the interface a system under test implements, and its rows as the invariants
+//!   see them, whatever the system's schema.
+//! - [`systems`]: the reference system, its steps a team overrides, and its planted bugs.
+//! - [`domain`]: the business a system serves (its events, model and rules), apart from the
+//!   webhook pattern; payments is the reference's.
+//! - [`faults`]: the fault models, one file each, and the built-in list of them.
+//! - [`invariants`]: the invariants, one file each, their registry, and the committed rows
+//!   decoded and indexed for them.
+//! - [`run`]: one run of one seed (the executor, the fault phase, heal, the liveness phase) and
+//!   what it reads and records: the configuration and workload a seed draws, the shape a sweep
+//!   asks for, the backend, the registry, scripted scenarios, schedules, and each step's record.
+//! - [`trace`]: each step's record of what happened, and the run's digest over the records.
+//! - [`sweep`]: many seeds over several threads, within a time budget, with their reports for CI;
+//!   the coverage of situations and fault models; seed files; and shrinking.
+//! - [`mutants`]: the simulator's power: how fast each planted bug is caught, and SQL mutants of
+//!   any system.
+//! - [`judge`]: a final state or a commit journal from real processes, judged with the
+//!   invariants that can judge one.
+//! - [`peers`]: the upstream sender and its retry presets, signing, and the downstream provider.
+//! - [`rng`]: seeded random streams and integer ratios.
+//!
+//! Inside, each module behind those (their items are re-exported where a team finds them):
+//! - `schedule`, `config`, `shape`, `workload`, `backend`, `registry`, `record`: behind [`run`]
+//!   (and `run`'s own `scenario`); `coverage`: behind [`sweep`] (and its own `seed_file` and
+//!   `shrink`); `sql_mutants`: behind
+//!   [`mutants`]; `final_state`, `commit_journal`: behind [`judge`]; `sender`, `signing`,
+//!   `provider`: behind [`peers`]; `rows` behind [`system`]; `view` behind [`invariants`];
+//!   `strategy` behind [`harness`].
+//! - `world`: the simulated world's state: processes, tasks, clock, queues, the current step.
+//! - `sim_env`: the simulated `Env`, where every awaited call is a scheduling point.
+//! - `sql`: the one reading of SQL text: a statement's verb, first table and ordering.
+//! - `decision`: the typed decisions a run is made of, as schedules write them.
+//! - `db`: the shared SQLite database, per-process connections, committed-change capture, and
+//!   reuse of a database across a thread's runs.
+//! - `limits`: the bounds every configuration and schedule is held to.
+//! - `findings`: a sweep's failures, written the moment they are found, then shrunk and
+//!   deduplicated.
+//! - `files`: atomic, durable writes of regular files only, and the seed directory's safety
+//!   checks.
+//! - `bench`: the simulator's speed and memory, and its cost against SQLite replaying the same
+//!   statements on a bare database.
+//! - `timeline`: one run's trace drawn as a self-contained HTML page, for `replay --html`.
+//! - `scaffold`: `commitgap new`, a team's first crate, ready to sweep.
+//! - `cli`: the command-line program.
 
 #![deny(missing_docs, missing_debug_implementations)]
 
 pub mod app;
-pub mod backend;
+mod backend;
 mod bench;
 mod cli;
-pub mod commit_journal;
-pub mod config;
-pub mod coverage;
+mod commit_journal;
+mod config;
+mod coverage;
 mod db;
 mod decision;
 pub mod domain;
 pub mod faults;
 mod files;
-pub mod final_state;
+mod final_state;
 mod findings;
 pub mod harness;
 pub mod invariants;
+pub mod judge;
 mod limits;
 pub mod mutants;
-pub mod provider;
-pub mod record;
-pub mod registry;
+pub mod peers;
+mod provider;
+mod record;
+mod registry;
 pub mod rng;
-pub mod rows;
+mod rows;
 pub mod run;
-pub mod scaffold;
-pub mod scenario;
-pub mod schedule;
-pub mod seed_file;
-pub mod sender;
-pub mod shape;
-pub mod shrink;
-pub mod signing;
+mod scaffold;
+mod schedule;
+mod sender;
+mod shape;
+mod signing;
 mod sim_env;
 mod sql;
-pub mod sql_mutants;
-pub mod strategy;
+mod sql_mutants;
+mod strategy;
 pub mod sweep;
 pub mod system;
 pub mod systems;
 mod timeline;
 pub mod trace;
-pub mod view;
-pub mod workload;
+mod view;
+mod workload;
 mod world;
 
 pub use app::App;

@@ -1,5 +1,8 @@
 //! The simulator's power, measured: how fast each planted bug is caught.
 //!
+//! SQL mutants of any system, each statement rewritten and swept until caught, are here too
+//! ([`run_sql_mutants`]).
+//!
 //! For every planted bug, seeds run from the first one onwards, a few per job at a time, until a
 //! seed fails or the budget is spent; the row records the invariant that caught the bug, how many
 //! seeds it took (the failing seed's position in the range), the wall time until that seed's batch
@@ -15,6 +18,9 @@ use crate::db::Backend;
 use crate::shape::WorkloadShape;
 use crate::sweep::{SweepOptions, sweep};
 use crate::system::System;
+
+// SQL mutants are the other measure of power, of any system rather than the planted bugs.
+pub use crate::sql_mutants::*;
 
 /// How a planted bug was caught.
 #[derive(Debug, Clone, PartialEq, Eq)]

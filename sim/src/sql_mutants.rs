@@ -818,7 +818,7 @@ pub struct SqlMutantsOptions {
 
 /// Learns `system`'s statements and schema, then sweeps each mutant until it is caught or the
 /// budget is spent. `on_result` is called as each mutant finishes.
-pub fn run(
+pub fn run_sql_mutants(
     system: &Arc<dyn System>,
     options: &SqlMutantsOptions,
     on_result: &dyn Fn(&MutantResult),

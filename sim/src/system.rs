@@ -1,5 +1,8 @@
 //! What the simulator needs from a system under test.
 //!
+//! The rows a system's tables read as, what the invariants judge, are here too ([`ObservedRow`]
+//! and its parts).
+//!
 //! A [`System`] supplies its schema and fixtures, its receiver, relay worker and receipt purge as
 //! futures over an [`Env`], and a decoder that maps its own rows to the simulator's canonical
 //! [`ObservedRow`]s, which is all the invariants look at. The reference system and every planted
@@ -23,6 +26,9 @@ use commitgap::relay::RelaySettings;
 use commitgap::tables::Tables;
 
 use crate::domain::Domain;
+
+// The rows a system's tables read as: what `RowReader` returns and the invariants judge.
+pub use crate::rows::*;
 
 /// rusqlite's busy timeout for a connection it opens, in milliseconds: what a system that never
 /// sets one runs with in production, and so what [`System::busy_timeout_ms`] says by default.

@@ -341,7 +341,7 @@ fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() 
             lines[fired]
         );
     }
-    for situation in commitgap_sim::coverage::Situation::ALL {
+    for situation in commitgap_sim::sweep::Situation::ALL {
         assert!(
             lines[situations].contains(&format!(" {} ", situation.name())),
             "{}",
@@ -360,7 +360,7 @@ fn a_sweep_prints_its_coverage_before_the_closing_lines_and_writes_it_to_json() 
     let payments = commitgap_sim::domain::payments().situations();
     assert_eq!(
         situations.len(),
-        commitgap_sim::coverage::Situation::ALL.len() + payments.len()
+        commitgap_sim::sweep::Situation::ALL.len() + payments.len()
     );
     for situation in &payments {
         assert!(situations.contains_key(&situation.name), "{situations:?}");

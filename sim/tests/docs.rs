@@ -25,12 +25,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use commitgap_sim::coverage::Situation;
 use commitgap_sim::domain;
 use commitgap_sim::faults;
 use commitgap_sim::invariants;
-use commitgap_sim::seed_file::SeedFile;
-use commitgap_sim::sender::SenderPreset;
+use commitgap_sim::peers::SenderPreset;
+use commitgap_sim::sweep::SeedFile;
+use commitgap_sim::sweep::Situation;
 use commitgap_sim::systems;
 
 /// The files this test reads, from the checkout's root.

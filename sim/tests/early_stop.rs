@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use commitgap_sim::harness::{Check, DEFAULT_MAX_FAILURES};
 use commitgap_sim::run::{RunOptions, run_seed};
-use commitgap_sim::seed_file::{Expectation, SeedFile};
+use commitgap_sim::sweep::{Expectation, SeedFile};
 
 fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_commitgap")

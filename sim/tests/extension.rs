@@ -6,14 +6,14 @@
 
 use std::sync::Arc;
 
-use commitgap_sim::backend::Backend;
-use commitgap_sim::config::SimConfig;
 use commitgap_sim::faults::{self, Fault, FaultContext, FaultKind, FaultModel, TimerAction};
 use commitgap_sim::invariants::{Invariant, InvariantKind, Observation};
-use commitgap_sim::registry::Registry;
 use commitgap_sim::rng::{Ratio, SimRng};
+use commitgap_sim::run::Backend;
+use commitgap_sim::run::Registry;
+use commitgap_sim::run::SimConfig;
+use commitgap_sim::run::WorkloadShape;
 use commitgap_sim::run::{RunOptions, run_seed};
-use commitgap_sim::shape::WorkloadShape;
 use commitgap_sim::system::System;
 use commitgap_sim::systems;
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use commitgap_sim::seed_file::{self, SeedFile};
+use commitgap_sim::sweep::{self, SeedFile};
 
 fn scratch(name: &str) -> PathBuf {
     let directory = std::env::temp_dir().join(format!("commitgap-interrupted-{name}-{}", std::process::id()));
@@ -130,7 +130,7 @@ fn killing_a_sweep_at_any_moment_leaves_only_whole_seed_files() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         let _ = sweep.kill();
         let _ = sweep.wait();
-        for path in seed_file::list(&directory).unwrap() {
+        for path in sweep::list(&directory).unwrap() {
             SeedFile::read(&path).unwrap_or_else(|error| panic!("killed after {delay_ms} ms: {error}"));
             files_seen += 1;
         }
@@ -198,7 +198,7 @@ fn an_interrupted_sweep_reports_what_it_found_and_exits_1() {
         .iter()
         .filter(|line| line.starts_with("  seed file: "))
         .count();
-    let files = seed_file::list(&directory).unwrap();
+    let files = sweep::list(&directory).unwrap();
     assert!(
         written >= 1 && files.len() == written,
         "{written} announced, {files:?}"

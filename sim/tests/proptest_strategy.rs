@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use commitgap_sim::strategy::{SimCase, sim_case};
+use commitgap_sim::harness::{SimCase, sim_case};
 use commitgap_sim::system::System;
 use commitgap_sim::systems;
 use proptest::prelude::*;
@@ -14,7 +14,7 @@ fn reference() -> Arc<dyn System> {
 }
 
 proptest! {
-    #![proptest_config(commitgap_sim::strategy::repeatable_config(24))]
+    #![proptest_config(commitgap_sim::harness::repeatable_config(24))]
 
     #[test]
     fn the_reference_holds_in_any_generated_world(case in sim_case()) {

@@ -16,12 +16,12 @@ use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, text};
 use commitgap_sim::commitgap::receiver::{Answer, WebhookDelivery};
 use commitgap_sim::commitgap::relay::RelaySettings;
 use commitgap_sim::domain::Domain;
-use commitgap_sim::rows::ObservedRow;
+use commitgap_sim::run::Fixtures;
 use commitgap_sim::run::{RunOptions, run_seed};
 use commitgap_sim::rusqlite;
+use commitgap_sim::system::ObservedRow;
 use commitgap_sim::system::{System, Workflows};
 use commitgap_sim::systems::ReferenceSystem;
-use commitgap_sim::workload::Fixtures;
 
 /// What the wrapper changes in the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use commitgap_sim::coverage::SweepCoverage;
 use commitgap_sim::sweep::Shard;
+use commitgap_sim::sweep::SweepCoverage;
 use commitgap_sim::sweep::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
@@ -277,7 +277,7 @@ fn a_passing_sweep_is_one_passing_test_case() {
         .collect();
     // The pattern's situations and the payments domain's own (the reference's domain).
     let all =
-        commitgap_sim::coverage::Situation::ALL.len() + commitgap_sim::domain::payments().situations().len();
+        commitgap_sim::sweep::Situation::ALL.len() + commitgap_sim::domain::payments().situations().len();
     assert_eq!(
         properties["coverage_situations_reached"],
         format!("{} of {all}", all - never_reached.len()),

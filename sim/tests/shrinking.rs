@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use commitgap_sim::run::{RunOptions, RunOutcome, run_seed};
-use commitgap_sim::schedule::{Schedule, StepLine};
-use commitgap_sim::seed_file::{self, Expectation, SeedFile};
-use commitgap_sim::seed_file::{Corpus, Kept};
-use commitgap_sim::shrink;
+use commitgap_sim::run::{Schedule, StepLine};
+use commitgap_sim::sweep::{self, Expectation, SeedFile};
+use commitgap_sim::sweep::{Corpus, Kept};
 use commitgap_sim::system::System;
 use commitgap_sim::systems;
 
@@ -43,7 +42,7 @@ fn replayed(name: &str, seed: u64, outcome: &RunOutcome, steps: Vec<String>) -> 
 
 fn seed_files() -> Vec<(PathBuf, SeedFile)> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds");
-    seed_file::list(&directory)
+    sweep::list(&directory)
         .unwrap()
         .into_iter()
         .map(|path| (path.clone(), SeedFile::read(&path).unwrap()))
@@ -99,7 +98,7 @@ fn an_edited_schedule_still_runs_and_reports_what_no_longer_applies() {
     let fault = with_fault
         .decisions
         .iter()
-        .position(commitgap_sim::schedule::Decision::is_fault)
+        .position(commitgap_sim::run::Decision::is_fault)
         .unwrap();
     let moved = with_fault.decisions.remove(fault);
     steps[from] = with_fault.to_string();
@@ -144,9 +143,9 @@ fn every_planted_bug_shrinks_to_a_smaller_run_failing_the_same_invariant() {
             continue;
         };
         let system = system(&file.system);
-        let original = shrink::record(&system, file.seed, &file.config, &Default::default()).unwrap();
+        let original = sweep::record(&system, file.seed, &file.config, &Default::default()).unwrap();
         let schedule: Schedule = original.schedule.clone().unwrap();
-        let shrunk = shrink::shrink(&system, file.seed, &file.config, &schedule, 150).unwrap();
+        let shrunk = sweep::shrink(&system, file.seed, &file.config, &schedule, 150).unwrap();
         let (before, after) = (&shrunk.original, &shrunk.shrunk);
         assert_eq!(&after.failure.invariant, invariant, "{}", path.display());
         assert!(
@@ -190,7 +189,7 @@ fn the_corpus_keeps_the_shortest_reproduction_of_each_failure() {
     long.seed = 1_000;
     long.trace_digest = "0".repeat(32);
     long.shrunk.as_mut().unwrap().steps += 40;
-    let mut corpus = Corpus::open(&directory, commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX).unwrap();
+    let mut corpus = Corpus::open(&directory, commitgap_sim::run::COMMITGAP_REPLAY_PREFIX).unwrap();
     let Kept::New(long_path) = corpus.add(&long).unwrap() else {
         panic!("the first file is new")
     };
@@ -205,14 +204,14 @@ fn the_corpus_keeps_the_shortest_reproduction_of_each_failure() {
         "the longer is not written again"
     );
     // A fresh look at the directory finds the same: one file, and it is the short one.
-    let mut reopened = Corpus::open(&directory, commitgap_sim::registry::COMMITGAP_REPLAY_PREFIX).unwrap();
+    let mut reopened = Corpus::open(&directory, commitgap_sim::run::COMMITGAP_REPLAY_PREFIX).unwrap();
     assert_eq!(reopened.add(&long).unwrap(), Kept::Duplicate(path.clone()));
-    assert_eq!(seed_file::list(&directory).unwrap(), vec![path]);
+    assert_eq!(sweep::list(&directory).unwrap(), vec![path]);
     // A file that expects to pass (a fixed bug kept as a regression) is never deduplicated.
     let mut regression = long.clone();
     regression.expect = Expectation::Passes;
     assert!(matches!(corpus.add(&regression).unwrap(), Kept::New(_)));
-    assert_eq!(seed_file::list(&directory).unwrap().len(), 2);
+    assert_eq!(sweep::list(&directory).unwrap().len(), 2);
 }
 
 #[test]

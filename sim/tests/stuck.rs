@@ -139,7 +139,7 @@ fn a_receiver_stuck_on_one_event_shrinks_to_a_few_hundred_steps() {
         })
         .expect("a seed is stuck");
     let schedule = outcome.schedule.expect("the run was written down");
-    let shrunk = commitgap_sim::shrink::shrink(&system, seed, &outcome.config, &schedule, 1000).unwrap();
+    let shrunk = commitgap_sim::sweep::shrink(&system, seed, &outcome.config, &schedule, 1000).unwrap();
     assert_eq!(shrunk.shrunk.failure.invariant, "work-progresses-after-heal");
     println!("seed {seed}: {} -> {} steps", outcome.steps, shrunk.shrunk.steps);
     assert!(shrunk.shrunk.steps <= 600, "{}", shrunk.summary());
@@ -214,7 +214,7 @@ fn a_stuck_run_shrinks_to_a_few_hundred_steps() {
     let failure = outcome.failure.expect("seed 9 is stuck");
     assert_eq!(failure.invariant, "work-progresses-after-heal");
     let schedule = outcome.schedule.expect("the run was written down");
-    let shrunk = commitgap_sim::shrink::shrink(&system, 9, &outcome.config, &schedule, 400).unwrap();
+    let shrunk = commitgap_sim::sweep::shrink(&system, 9, &outcome.config, &schedule, 400).unwrap();
     assert_eq!(shrunk.shrunk.failure.invariant, "work-progresses-after-heal");
     println!("{} -> {} steps", outcome.steps, shrunk.shrunk.steps);
     assert!(shrunk.shrunk.steps <= 400, "{}", shrunk.summary());
@@ -226,7 +226,7 @@ fn a_stuck_run_shrinks_to_a_few_hundred_steps() {
 fn without_the_invariant_a_stuck_run_reaches_its_bound() {
     let system: Arc<dyn System> = Arc::new(ReferenceSystem::new(NeverCompletes));
     let options = RunOptions {
-        shape: commitgap_sim::shape::WorkloadShape {
+        shape: commitgap_sim::run::WorkloadShape {
             without_invariants: vec!["work-progresses-after-heal".to_owned()],
             ..Default::default()
         },

@@ -30,10 +30,10 @@ use commitgap_sim::commitgap::receiver::NAME_CHARS_MAX;
 use commitgap_sim::domain::{
     Domain, DomainSituation, DomainWords, EntityState, Model, Owed, Owing, Refusal, SimRng, WorkloadSettings,
 };
+use commitgap_sim::domain::{EventSpec, Workload};
 use commitgap_sim::rng::Ratio;
 use commitgap_sim::serde_json::{self, Value as Json};
 use commitgap_sim::system::{Fixtures, SubjectFixture};
-use commitgap_sim::workload::{EventSpec, Workload};
 
 /// Event kinds, as `EventSpec::kind` holds them; [`wire_type`] gives the provider's names.
 pub const UPDATED: &str = "updated";

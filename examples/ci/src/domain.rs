@@ -30,8 +30,8 @@ use commitgap_sim::commitgap::receiver::NAME_CHARS_MAX;
 use commitgap_sim::domain::{
     Domain, DomainWords, EntityState, Model, Owed, Owing, Refusal, WorkloadSettings,
 };
+use commitgap_sim::domain::{EventSpec, Workload};
 use commitgap_sim::system::Fixtures;
-use commitgap_sim::workload::{EventSpec, Workload};
 
 /// A push to a branch.
 pub const PUSH: &str = "push";

@@ -17,10 +17,10 @@
 use std::collections::BTreeSet;
 
 use commitgap_sim::commitgap::receiver::NAME_CHARS_MAX;
+use commitgap_sim::domain::{EventSpec, Workload};
 use commitgap_sim::domain::{SimRng, WorkloadSettings};
 use commitgap_sim::rng::Ratio;
 use commitgap_sim::system::{Fixtures, SubjectFixture};
-use commitgap_sim::workload::{EventSpec, Workload};
 
 use crate::domain::{HEAD_SHA, PULL_REQUEST, PUSH, repository_of};
 
@@ -255,9 +255,9 @@ fn put_values_at_the_edges(seed: u64, branches: &mut [SubjectFixture], events: &
 
 #[cfg(test)]
 mod tests {
-    use commitgap_sim::backend::Backend;
-    use commitgap_sim::config::SimConfig;
     use commitgap_sim::domain::Domain;
+    use commitgap_sim::run::Backend;
+    use commitgap_sim::run::SimConfig;
 
     use super::*;
     use crate::domain::Ci;

@@ -25,8 +25,8 @@ pub mod system;
 use std::sync::Arc;
 
 use commitgap_sim::App;
-use commitgap_sim::sender::SenderPreset;
-use commitgap_sim::shape::WorkloadShape;
+use commitgap_sim::peers::SenderPreset;
+use commitgap_sim::run::WorkloadShape;
 
 /// How a person runs the CI service's simulation program from the workspace root.
 pub const REPLAY_COMMAND: &str = "cargo run --release -p ci --bin ci-sim --";
@@ -44,7 +44,7 @@ pub fn shape() -> WorkloadShape {
 /// The SQL mutants of the CI service's own statements that change nothing a sender, the
 /// provider or an invariant can see, with why: `mutants --sql` reports them as equivalent rather
 /// than as gaps. The relay's, the purge's and the requeue's statements are the pattern's, whose
-/// equivalent mutants the simulator knows (`commitgap_sim::sql_mutants::PATTERN_EQUIVALENT`).
+/// equivalent mutants the simulator knows (`commitgap_sim::mutants::PATTERN_EQUIVALENT`).
 pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 3] = [
     (
         "BEGIN IMMEDIATE",

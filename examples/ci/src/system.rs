@@ -21,8 +21,8 @@ use commitgap_sim::commitgap::env::{DbError, Env, LocalBoxFuture, Value};
 use commitgap_sim::commitgap::receiver::{Answer, WebhookDelivery, receive_business};
 use commitgap_sim::commitgap::tables::{OutboxTable, ReceiptTable, Tables};
 use commitgap_sim::domain::Domain;
-use commitgap_sim::rows::NamedRow;
 use commitgap_sim::rusqlite::Connection;
+use commitgap_sim::system::NamedRow;
 use commitgap_sim::system::{EntityRow, Fixtures, ObservedRow, System};
 
 use crate::domain::{Ci, branch_state};

@@ -30,7 +30,7 @@ pub const REPLAY_COMMAND: &str = "cargo run --release -p shop --bin shop-sim --"
 /// The SQL mutants of the shop's own statements that change nothing a sender, the provider or an
 /// invariant can see, with why: `mutants --sql` reports them as equivalent rather than as gaps.
 /// The relay's, the purge's and the requeue's statements are the pattern's, whose equivalent
-/// mutants the simulator knows (`commitgap_sim::sql_mutants::PATTERN_EQUIVALENT`).
+/// mutants the simulator knows (`commitgap_sim::mutants::PATTERN_EQUIVALENT`).
 pub const EQUIVALENT_SQL_MUTANTS: [(&str, &str, &str); 6] = [
     (
         "BEGIN IMMEDIATE",

@@ -1,7 +1,7 @@
 //! The journal of commits a live check keeps in the system's own database: every row a
 //! committed transaction wrote to or deleted from an observed table, in commit order, with the
 //! served process whose connection committed it. It is what lets a live run be judged one commit
-//! at a time ([`commitgap_sim::commit_journal`]), as the simulator judges its steps, and not only
+//! at a time ([`commitgap_sim::judge`]), as the simulator judges its steps, and not only
 //! by where it ended.
 //!
 //! Triggers on the observed tables write the journal inside the writing transaction, so a
@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use commitgap_sim::commit_journal::{CommitJournal, JournalChange, JournalCommit};
-use commitgap_sim::final_state::{FinalRow, read_final_rows, read_table_columns};
+use commitgap_sim::judge::{CommitJournal, JournalChange, JournalCommit};
+use commitgap_sim::judge::{FinalRow, read_final_rows, read_table_columns};
 use commitgap_sim::rusqlite::{Connection, OpenFlags};
 use commitgap_sim::system::{System, observed_tables, table_columns};
 

@@ -1,6 +1,6 @@
 //! Reads what a live run left, the database's rows, the provider double's ledger, the sender's
 //! books, and hands them to the simulator's judging of a final state
-//! ([`commitgap_sim::final_state`]), so that a live run is judged by the same code as a
+//! ([`commitgap_sim::judge`]), so that a live run is judged by the same code as a
 //! simulated one.
 //!
 //! It also reads the database while the run goes on, through a read-only connection (WAL lets a
@@ -16,17 +16,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use commitgap_sim::final_state::{
+use commitgap_sim::invariants::{Invariant, InvariantChoice};
+use commitgap_sim::judge::{
     FinalJudgement, FinalRow, FinalState, judge_final_state, read_final_rows, read_table_columns,
 };
-use commitgap_sim::invariants::{Invariant, InvariantChoice};
-use commitgap_sim::provider::LedgerEntry;
+use commitgap_sim::peers::LedgerEntry;
+use commitgap_sim::peers::Sender;
+use commitgap_sim::run::Workload;
 use commitgap_sim::rusqlite::{Connection, OpenFlags};
-use commitgap_sim::sender::Sender;
 use commitgap_sim::system::{
     ObligationStatus, ObservedRow, RowReader, System, observed_tables, table_columns,
 };
-use commitgap_sim::workload::Workload;
 
 use crate::provider_double::LedgerEffect;
 

@@ -7,9 +7,9 @@
 //! the provider's wire contract. Faults come from a seed (`faults`). When the fault phase ends
 //! it heals, waits for quiet within a bound, runs the operator's requeue, stops every process,
 //! and judges the final database, the provider's ledger and the sender's books with the
-//! simulator's own invariants ([`commitgap_sim::final_state`]), and every commit of the run, which
+//! simulator's own invariants ([`commitgap_sim::judge`]), and every commit of the run, which
 //! triggers journal in the database as the processes write (`journal`,
-//! [`commitgap_sim::commit_journal`]), with those that judge one commit at a time.
+//! [`commitgap_sim::judge`]), with those that judge one commit at a time.
 //!
 //! The seed decides the workload and the plan of faults; where each fault lands among the
 //! processes' work is the operating system's choice. A run is therefore seeded, not
@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use commitgap_sim::commitgap::relay::RelaySettings;
 use commitgap_sim::invariants::Invariant;
-use commitgap_sim::sender::SenderPreset;
+use commitgap_sim::peers::SenderPreset;
 use commitgap_sim::system::System;
 
 pub use faults::LiveFault;

@@ -14,15 +14,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use commitgap_sim::commit_journal::{JournalJudgement, judge_commit_journal};
 use commitgap_sim::domain::{WorkloadSettings, draw_workload};
-use commitgap_sim::final_state::{FinalJudgement, FinalRow};
 use commitgap_sim::invariants::{Invariant, InvariantChoice, InvariantKind, registry};
+use commitgap_sim::judge::{FinalJudgement, FinalRow};
+use commitgap_sim::judge::{JournalJudgement, judge_commit_journal};
+use commitgap_sim::peers::Sender;
+use commitgap_sim::peers::receiver_settings;
 use commitgap_sim::rng::{Ratio, SimRng};
-use commitgap_sim::sender::Sender;
-use commitgap_sim::signing::receiver_settings;
+use commitgap_sim::run::{EventSpec, Workload};
 use commitgap_sim::system::System;
-use commitgap_sim::workload::{EventSpec, Workload};
 
 use super::faults::{Action, LiveFault, Plan};
 use super::journal::{read_journal, start_journal};

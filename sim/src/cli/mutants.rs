@@ -151,7 +151,7 @@ fn say_sql_mutants(
         registry: Arc::clone(&options.registry),
     };
     say!("{:>4}  {:<64} {:<28} caught by", "#", "statement", "rewrite");
-    let results = crate::sql_mutants::run(system, &sql_options, &|result| {
+    let results = crate::sql_mutants::run_sql_mutants(system, &sql_options, &|result| {
         let verdict = match (&result.caught, result.equivalent) {
             (Some((invariant, seeds)), _) => format!("{invariant} after {seeds} seeds"),
             (None, Some(why)) => format!("equivalent: {why}"),

@@ -15,8 +15,8 @@ use super::{
 use crate::app::App;
 use crate::db::Backend;
 use crate::run::{RunOptions, run_seed};
-use crate::seed_file::{Expectation, SeedFile};
 use crate::sweep::report;
+use crate::sweep::seed_file::{Expectation, SeedFile};
 use crate::trace::format_time_ms;
 
 /// Which run of a seed file `replay` runs.
@@ -290,12 +290,12 @@ fn say_replay_verdict(plan: &ReplayPlan, system: &str, outcome: &crate::run::Run
 /// act on.
 fn say_against_file(file: &ReplayedFile, system: &str, outcome: &crate::run::RunOutcome) {
     let contents = &file.contents;
-    let old_digest = contents.format_version < crate::seed_file::DIGEST_VERSION;
+    let old_digest = contents.format_version < crate::sweep::seed_file::DIGEST_VERSION;
     if old_digest {
         say!(
             "replay: the file is of format version {}, whose trace digests this build does not compute, so its digest is not compared; `shrink` rewrites it in version {}",
             contents.format_version,
-            crate::seed_file::FORMAT_VERSION
+            crate::sweep::seed_file::FORMAT_VERSION
         );
     }
     if let Some(recorded) = file.backend_replaced {

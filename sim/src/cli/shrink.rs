@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::{UsageError, find_system, say};
 use crate::App;
-use crate::seed_file::{Expectation, SeedFile, ShrunkRun, replay_command};
-use crate::shrink::DEFAULT_SHRINK_RUNS;
+use crate::sweep::seed_file::{Expectation, SeedFile, ShrunkRun, replay_command};
+use crate::sweep::shrink::DEFAULT_SHRINK_RUNS;
 
 #[derive(Args)]
 pub(super) struct ShrinkArgs {
@@ -35,7 +35,8 @@ pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError
     // The original run, written down, is what the summary measures from; a file written before
     // schedules were recorded gets its schedule now.
     let registry = Arc::new(app.registry().clone());
-    let recorded = crate::shrink::record(&system, file.seed, &file.config, &registry).map_err(UsageError)?;
+    let recorded =
+        crate::sweep::shrink::record(&system, file.seed, &file.config, &registry).map_err(UsageError)?;
     if recorded.failure.is_none() && file.expect == Expectation::DoesNotSettle {
         return Err(UsageError(format!(
             "{} holds a run that did not settle within its bounds; shrinking reduces invariant failures only, so replay it with --trace or --html to see what was still pending",
@@ -69,7 +70,7 @@ pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError
         ));
         progress.enable_steady_tick(Duration::from_millis(200));
     }
-    let shrunk = crate::shrink::shrink_until(
+    let shrunk = crate::sweep::shrink::shrink_until(
         &system,
         file.seed,
         &file.config,
@@ -87,12 +88,12 @@ pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError
         && (earlier.steps, earlier.faults) < (shrunk.shrunk.steps, shrunk.shrunk.faults())
         && earlier.failure.invariant == shrunk.shrunk.failure.invariant
         && let Ok(replayed) =
-            crate::shrink::replay(&system, file.seed, &earlier.config, &earlier.schedule, &registry)
+            crate::sweep::shrink::replay(&system, file.seed, &earlier.config, &earlier.schedule, &registry)
         && replayed.failure.as_ref().map(|failure| &failure.invariant) == Some(&earlier.failure.invariant)
         && let Some(schedule) = replayed.schedule
     {
         let failure = replayed.failure.expect("checked above");
-        shrunk.shrunk = crate::shrink::Candidate {
+        shrunk.shrunk = crate::sweep::shrink::Candidate {
             config: earlier.config.clone(),
             schedule,
             failure,

@@ -20,10 +20,10 @@ use crate::files;
 use crate::findings::{
     AfterShrinking, AsFound, FailingRun, FailingSeed, Findings, KeepPolicy, group_failures,
 };
-use crate::seed_file::Kept;
-use crate::seed_file::replay_command;
-use crate::shrink::DEFAULT_SHRINK_RUNS;
 use crate::sweep::report::{self, FailedSeed, FirstFailureSummary, NONDETERMINISM, SeedError, SweepSummary};
+use crate::sweep::seed_file::Kept;
+use crate::sweep::seed_file::replay_command;
+use crate::sweep::shrink::DEFAULT_SHRINK_RUNS;
 use crate::sweep::{Found, Shard, StopFlag, SweepLimits, SweepOptions, sweep_with_limits};
 use crate::system::System;
 use crate::trace::format_time_ms;

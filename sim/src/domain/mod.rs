@@ -32,9 +32,10 @@ use std::sync::Arc;
 use crate::record::{CommitRecord, History};
 use crate::view::DbView;
 use crate::workload::Fixtures;
-use crate::workload::{EventSpec, Workload};
 
 pub use crate::rng::SimRng;
+// A domain draws events and reads the workload, so both are named here as well as in `run`.
+pub use crate::workload::{EventSpec, Workload};
 
 /// The business a system serves. See the module documentation.
 pub trait Domain: Send + Sync {

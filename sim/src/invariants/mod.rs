@@ -1,6 +1,8 @@
 //! Invariants: what must hold, one file each, named as positive statements, listed once in
 //! [`registry`].
 //!
+//! The committed rows, decoded and indexed as an invariant reads them, are here too ([`DbView`]).
+//!
 //! Two layers judge every system. The pattern's invariants ([`Layer::Pattern`]) know no
 //! business: they read receipts, obligations, effects, answers and transactions. The domain's
 //! ([`Layer::Domain`]) compare what the system did with its domain's model
@@ -46,6 +48,9 @@ mod success_answer_has_receipt;
 mod task_closes_its_transaction;
 pub mod work_progresses_after_heal;
 
+// The committed rows, decoded and indexed, are what an invariant reads.
+pub use crate::view::*;
+
 use std::sync::Arc;
 
 use crate::config::SimConfig;
@@ -54,7 +59,6 @@ use crate::provider::ProviderModel;
 pub use crate::record::{AnswerRecord, CommitRecord, History, ReplyRecord, RequestRecord, StepRecord};
 use crate::sender::Sender;
 use crate::system::{ObligationRow, ObservedRow, Workflow};
-use crate::view::DbView;
 use crate::workload::Workload;
 
 pub use crate::shape::InvariantChoice;
@@ -164,7 +168,7 @@ pub trait Invariant: Send + Sync {
     }
     /// Whether the invariant can judge a final state alone (all rows as created by one commit,
     /// every effect new, no answers, requests or replies), as a check over real processes does
-    /// ([`crate::final_state`]). It may say so only when a failure on such a state means the
+    /// ([`crate::judge`]). It may say so only when a failure on such a state means the
     /// run it ended in failed too, so that judging a final state raises no false alarm.
     ///
     /// By default a liveness invariant can, since it reads only the state at quiescence; one that
@@ -175,7 +179,7 @@ pub trait Invariant: Send + Sync {
         self.kind() == InvariantKind::Liveness
     }
     /// Whether the invariant can judge each commit of a journal of real commits, as a check over
-    /// real processes records them ([`crate::commit_journal`]): an observation whose step holds
+    /// real processes records them ([`crate::judge`]): an observation whose step holds
     /// that one commit, with the rows as it left them, the history of leases, receipts and moves
     /// the journal itself shows, the commit's true time as `now_ms` and the journal's clock
     /// uncertainty as the history's clock offset, but no provider ledger, answers, requests,

@@ -1,5 +1,10 @@
 //! One simulated run: set up, fault phase, heal, liveness phase, verdict.
 //!
+//! What a run reads and records is here too: the configuration and workload a seed draws
+//! ([`SimConfig`], [`Workload`]), the shape a sweep asks for ([`WorkloadShape`]), the
+//! [`Backend`], the [`Registry`], scripted [`Scenario`]s, [`Schedule`]s, and what each step
+//! recorded ([`StepRecord`]).
+//!
 //! The executor is single-threaded. Each step picks one ready item with the scheduler's stream
 //! (a task to poll up to its next scheduling point, or a world event such as a delivery attempt or
 //! an answer on the wire), lets the fault models act on the item's process first (crash it, pause
@@ -25,27 +30,33 @@ use commitgap::env::{Env, LocalBoxFuture};
 use commitgap::receiver::WebhookDelivery;
 use serde::{Deserialize, Serialize};
 
-use crate::config::SimConfig;
-use crate::db::Backend;
 use crate::faults::{self, ActiveFault, PointAction, ProcessRole, TimerAction};
-use crate::invariants::{Invariant, InvariantKind, Observation, StepRecord};
-use crate::registry::Registry;
+use crate::invariants::{Invariant, InvariantKind, Observation};
 use crate::rng::SimRng;
-use crate::schedule::{Decider, Schedule};
-use crate::shape::WorkloadShape;
 use crate::sim_env::SimEnv;
 use crate::system::System;
 use crate::trace::Happening;
-use crate::workload::Workload;
 use crate::world::{
-    Arrived, DeliveryKind, DeliveryRef, Finished, Item, Origin, Process, TaskId, TaskKind, World, WorldEvent,
+    Arrived, DeliveryKind, DeliveryRef, Finished, Item, Process, TaskId, TaskKind, World, WorldEvent,
 };
 
 mod liveness;
+pub(crate) mod scenario;
 mod setup;
 
 use liveness::LivenessEnd;
 pub use liveness::{Unsettled, liveness_bounds};
+// A run's inputs and records live in modules of their own, and a team reaches them here: the
+// configuration and workload a seed draws, the shape a sweep asks for, the backend, the registry
+// of what a run reads besides its seed, scripted scenarios, schedules, and what a step recorded.
+pub use crate::backend::Backend;
+pub use crate::config::*;
+pub use crate::record::*;
+pub use crate::registry::*;
+pub use crate::schedule::*;
+pub use crate::shape::*;
+pub use crate::workload::*;
+pub use scenario::*;
 
 /// How to run a seed.
 #[derive(Debug, Clone)]
@@ -53,7 +64,7 @@ pub struct RunOptions {
     /// The database backend the seed runs against.
     pub backend: Backend,
     /// The fault models a seed draws, the invariants added to the built-in ones and the command
-    /// that replays a failure: the program's or the test's (see [`crate::registry`]).
+    /// that replays a failure: the program's or the test's (see [`Registry`]).
     pub registry: Arc<Registry>,
     /// Keep every trace line in memory (for `--trace` and determinism reports).
     pub keep_trace: bool,
@@ -61,7 +72,7 @@ pub struct RunOptions {
     pub config: Option<SimConfig>,
     /// With a drawn configuration, turn every fault model on instead of a random subset.
     pub every_fault: bool,
-    /// With a drawn configuration, what it may be (see [`crate::shape`]).
+    /// With a drawn configuration, what it may be (see [`WorkloadShape`]).
     pub shape: WorkloadShape,
     /// Follow this schedule (fixtures, workload and every decision) instead of drawing from the
     /// seed; the configuration must then be given too.

@@ -1,5 +1,8 @@
 //! Sweeps: many seeds against one system, over several threads.
 //!
+//! What a sweep reports and keeps is here too: the coverage of situations and fault models
+//! ([`SweepCoverage`]), seed files ([`SeedFile`]), and shrinking ([`shrink()`]).
+//!
 //! Each thread takes the next seed from a shared counter and runs it on its own database, so the
 //! order in which seeds finish varies but each seed's outcome does not: results are sorted by seed
 //! before anyone sees them. With the determinism check on, every seed runs twice and the two
@@ -16,7 +19,14 @@
 pub(crate) mod report;
 
 /// JUnit XML and JSON reports of a sweep, for CI systems and scripts.
+pub(crate) mod seed_file;
+pub(crate) mod shrink;
 pub use report::{FailedSeed, FirstFailureSummary, SweepSummary, json_report, junit_report};
+// What a sweep reports and keeps: coverage of situations and fault models, the seed files it
+// writes, and the shrinking of a failing run.
+pub use crate::coverage::*;
+pub use seed_file::*;
+pub use shrink::*;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::str::FromStr;
@@ -24,7 +34,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::coverage::SweepCoverage;
 use crate::db::Backend;
 use crate::registry::Registry;
 use crate::run::{RunOptions, RunOutcome, run_seed};

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::layout::short_duration;
 use super::line::{Kind, Tone};
 use super::reading::{Column, Reading};
-use super::svg::glyph_svg;
+use super::svg::{escape, glyph_svg};
 use crate::trace::format_time_ms;
 
 /// The page's stylesheet. The file keeps a group of rules a line, for editing; the page carries
@@ -21,29 +21,6 @@ const STYLE: &str = include_str!("style.css");
 /// Scrolls the chart to the failing step when the page opens. Without scripting the page is
 /// complete; the link in the verdict does the same.
 pub(super) const SCRIPT: &str = include_str!("page.js");
-
-/// Escapes text for HTML and SVG, in element content and in quoted attributes alike: html-escape's
-/// quoted-attribute encoder escapes `&`, `<`, `>` and both quotes, which is right in either place,
-/// so no call site can pick the wrong one of two escapers. Control characters other than tab and
-/// newline cannot appear in a document, so they become U+FFFD before escaping.
-pub(super) fn escape(text: &str) -> String {
-    let unprintable = |character: char| character.is_control() && !matches!(character, '\t' | '\n');
-    if text.contains(unprintable) {
-        let printable: String = text
-            .chars()
-            .map(|character| {
-                if unprintable(character) {
-                    '\u{fffd}'
-                } else {
-                    character
-                }
-            })
-            .collect();
-        html_escape::encode_quoted_attribute(&printable).into_owned()
-    } else {
-        html_escape::encode_quoted_attribute(text).into_owned()
-    }
-}
 
 /// The stylesheet inline, its lines joined: CSS means the same with or without line breaks
 /// between rules, and the page keeps the one-line `<style>` it has always had.

@@ -53,12 +53,12 @@ mod reading;
 mod svg;
 
 use html::{
-    SCRIPT, escape, write_evidence_lines, write_header, write_legend, write_moments, write_style,
-    write_unreadable, write_verdict,
+    SCRIPT, write_evidence_lines, write_header, write_legend, write_moments, write_style, write_unreadable,
+    write_verdict,
 };
 use layout::Layout;
 use reading::read_trace;
-use svg::write_chart;
+use svg::{escape, write_chart};
 
 /// A non-negative decimal number written with ASCII digits only.
 fn parse_digits(text: &str) -> Option<i64> {

@@ -4,12 +4,12 @@
 //!
 //! Every mark carries its full trace line as an SVG `<title>`, so hovering needs no script. It
 //! draws what [`super::reading`] and [`super::layout`] decided and decides nothing itself; every
-//! piece of trace text goes through [`super::html::escape`] on its way to the page.
+//! piece of trace text goes through [`escape`] on its way to the page. The page around the
+//! drawing (`super::html`) builds on this module and never the other way round.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::html::escape;
 use super::layout::{
     COLUMN_PX, LABELS_PX, LANE_PX, LANES_TOP_PX, Layout, SIDE_PAD_PX, STEP_LABEL_SPACING_PX,
     TIME_LABEL_EVERY_PX, TIME_LABEL_SPACING_PX, failure_label, label_width_px, short_duration, short_time,
@@ -17,6 +17,29 @@ use super::layout::{
 use super::line::{Kind, Tone};
 use super::reading::{Column, Reading};
 use crate::trace::format_time_ms;
+
+/// Escapes text for HTML and SVG, in element content and in quoted attributes alike: html-escape's
+/// quoted-attribute encoder escapes `&`, `<`, `>` and both quotes, which is right in either place,
+/// so no call site can pick the wrong one of two escapers. Control characters other than tab and
+/// newline cannot appear in a document, so they become U+FFFD before escaping.
+pub(super) fn escape(text: &str) -> String {
+    let unprintable = |character: char| character.is_control() && !matches!(character, '\t' | '\n');
+    if text.contains(unprintable) {
+        let printable: String = text
+            .chars()
+            .map(|character| {
+                if unprintable(character) {
+                    '\u{fffd}'
+                } else {
+                    character
+                }
+            })
+            .collect();
+        html_escape::encode_quoted_attribute(&printable).into_owned()
+    } else {
+        html_escape::encode_quoted_attribute(text).into_owned()
+    }
+}
 
 pub(super) fn write_chart(page: &mut String, reading: &Reading, layout: &Layout) {
     page.push_str(

@@ -10,7 +10,6 @@ use commitgap::env::Value;
 use commitgap::provider::ProviderReply;
 use commitgap::receiver::{Answer, SuccessKind};
 
-use super::html::*;
 use super::lanes::*;
 use super::reading::*;
 use super::*;

@@ -334,7 +334,7 @@ mod tests {
 
         use crate::db::Backend;
         use crate::domain::payments::{AMOUNT, PAYMENT, carries_amount};
-        use crate::scenario::{Scenario, ScenarioSetup};
+        use crate::run::scenario::{Scenario, ScenarioSetup};
         use crate::system::{Fixtures, SubjectFixture};
         use crate::systems::ReferenceSystem;
         use crate::workload::EventSpec;

@@ -25,7 +25,7 @@ use crate::config::SimConfig;
 use crate::files::{clip, clip_quoted};
 use crate::run::{Failure, RunOutcome, Unsettled};
 use crate::schedule::Schedule;
-use crate::shrink::Shrunk;
+use crate::sweep::shrink::Shrunk;
 
 /// The version this build writes. Version 3 takes the trace digest over the step records rather
 /// than over trace text, so a digest in an older file cannot be compared with this build's.

@@ -13,7 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::schedule::Schedule;
-use crate::seed_file::{self, Expectation, SeedFile};
+use crate::sweep::seed_file::{self, Expectation, SeedFile};
 
 /// What makes two failures the same.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
