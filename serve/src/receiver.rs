@@ -4,9 +4,11 @@
 //! A request becomes a `WebhookDelivery` with its raw body bytes (never re-encoded: the signature
 //! covers them) and the three Standard Webhooks headers as they arrived; a missing header is
 //! passed on empty, for the system's own verification to refuse. Bodies over the system's
-//! declared limit ([`System::body_bytes_max`]) are refused with 413 before they are read whole,
-//! and one whose `Content-Length` is over it before any of it is read (a client that sent
-//! `Expect: 100-continue` gets the 413, not `100 Continue`).
+//! declared limit ([`System::body_bytes_max`]) are refused with 413 without being kept, and one
+//! whose `Content-Length` is over it is refused before any of it is kept (a client that sent
+//! `Expect: 100-continue` gets the 413, not `100 Continue`). The rest of a refused body is read
+//! and thrown away (up to a bound) before the connection closes, so that a client writing its
+//! whole request before it reads is not reset midway and reads its 413.
 //!
 //! No client can hold the receiver ([`ConnectionLimits`]): a request head must arrive within the
 //! header timeout, which is also how long a kept-alive connection may sit idle; a body within
@@ -330,16 +332,64 @@ impl tokio::io::AsyncWrite for Watched {
     }
 }
 
-/// Whether reading a body failed because it was over the limit, not because the client broke off.
-fn over_limit(error: &axum::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(error) = cause {
-        if error.is::<http_body_util::LengthLimitError>() {
-            return true;
+/// How much more of a body over the limit is read and thrown away before the connection is
+/// closed. A client that writes its whole request before reading the answer (most do) would
+/// otherwise have its connection reset under it while it writes, and a reset throws away the 413
+/// already sent: the sender sees a network error and retries the same body. Past this much, or
+/// past the body timeout, the connection is closed anyway, so a client cannot keep the receiver
+/// reading for long.
+const DISCARDED_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// What reading a request's body came to.
+enum BodyRead {
+    /// The body, at most the limit.
+    Whole(Vec<u8>),
+    /// Over the limit: announced so or found so, and read on and thrown away (up to
+    /// [`DISCARDED_BYTES_MAX`] more) so that the client reads the 413.
+    TooLarge,
+    /// The client's body could not be read (a malformed chunk, a connection closed midway).
+    Failed(axum::Error),
+    /// The body did not arrive by the deadline.
+    TimedOut,
+}
+
+/// Reads `body` whole when it is at most `limit` bytes and `keep` is true; with `keep` false the
+/// body is already known to be too large, and is only read on and thrown away.
+async fn read_body(mut body: Body, limit: usize, keep: bool, deadline: tokio::time::Instant) -> BodyRead {
+    use http_body_util::BodyExt;
+    let mut kept = Vec::new();
+    let mut total: usize = 0;
+    let mut too_large = !keep;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(None) => break,
+            // A client that stops sending a body already refused still gets its 413.
+            Ok(Some(Err(_))) | Err(_) if too_large => return BodyRead::TooLarge,
+            Ok(Some(Err(error))) => return BodyRead::Failed(error),
+            Err(_) => return BodyRead::TimedOut,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if !too_large && total > limit {
+            too_large = true;
+            kept = Vec::new();
         }
-        cause = error.source();
+        if too_large {
+            if total > limit.saturating_add(DISCARDED_BYTES_MAX) {
+                return BodyRead::TooLarge;
+            }
+        } else {
+            kept.extend_from_slice(&data);
+        }
     }
-    false
+    if too_large {
+        BodyRead::TooLarge
+    } else {
+        BodyRead::Whole(kept)
+    }
 }
 
 /// Answers a connection over the limit with 503 and closes it, giving the client a second to
@@ -380,20 +430,25 @@ async fn deliver(
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if declared_length.is_some_and(|length| length > limit as u64) {
+    let announced_too_large = declared_length.is_some_and(|length| length > limit as u64);
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.eq_ignore_ascii_case("100-continue"));
+    if announced_too_large && expects_continue {
         return too_large();
     }
-    let read = axum::body::to_bytes(body, limit);
-    let body = match tokio::time::timeout(Duration::from_millis(receiver.limits.body_read_ms), read).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(error)) if over_limit(&error) => return too_large(),
-        Ok(Err(error)) => {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(receiver.limits.body_read_ms);
+    let body = match read_body(body, limit, !announced_too_large, deadline).await {
+        BodyRead::Whole(body) => body,
+        BodyRead::TooLarge => return too_large(),
+        BodyRead::Failed(error) => {
             return (
                 StatusCode::BAD_REQUEST,
                 format!("the body could not be read: {error}"),
             );
         }
-        Err(_) => {
+        BodyRead::TimedOut => {
             return (
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
@@ -417,7 +472,7 @@ async fn deliver(
             timestamp: header("webhook-timestamp"),
             signature: header("webhook-signature"),
         },
-        body: body.to_vec(),
+        body,
     };
     let handled = tokio::task::spawn_blocking(move || handle(&receiver, delivery)).await;
     match handled {

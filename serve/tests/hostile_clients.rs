@@ -341,6 +341,47 @@ fn a_body_announced_over_the_limit_is_refused_before_it_is_sent() {
     served.stop(Duration::from_secs(10));
 }
 
+/// A client that writes its whole request before it reads the answer (as most HTTP clients do)
+/// must get the 413 for a body over the limit. Answered at once and closed with the body unread,
+/// the connection is reset under the client, and the reset throws away the answer already
+/// sent: the sender sees a network error and retries the same request.
+#[test]
+fn a_client_that_sends_a_body_over_the_limit_whole_reads_the_413() {
+    let served = Served::start("over-limit-whole", patient_limits());
+    let body = vec![b' '; 160 * (commitgap_sim::commitgap::receiver::DEFAULT_BODY_BYTES_MAX + 1)];
+    for declared in [true, false] {
+        let mut stream = served.connect();
+        stream.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut request = b"POST /webhooks/acct-a HTTP/1.1\r\nhost: localhost\r\n".to_vec();
+        if declared {
+            request.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+            request.extend_from_slice(&body);
+        } else {
+            request.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
+            for chunk in body.chunks(8192) {
+                request.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                request.extend_from_slice(chunk);
+                request.extend_from_slice(b"\r\n");
+            }
+            request.extend_from_slice(b"0\r\n\r\n");
+        }
+        let how = if declared {
+            "with content-length"
+        } else {
+            "chunked"
+        };
+        if let Err(error) = stream.write_all(&request) {
+            panic!("{how}: writing the request failed ({error}): the receiver reset the connection");
+        }
+        let (written, _) = read_to_close(&mut stream);
+        assert!(
+            status_line(&written).starts_with("HTTP/1.1 413"),
+            "{how}: the client read {written:?}, not the 413"
+        );
+    }
+    served.stop(Duration::from_secs(10));
+}
+
 /// Kills the child if the test ends before it exits.
 struct Stopped(Child);
 
