@@ -5,17 +5,19 @@
 //! one line; Ctrl-C stops the run with no process left behind. Every process a test starts is
 //! stopped by the test.
 
-use std::path::{Path, PathBuf};
+#[path = "../../sim/tests/scratch/mod.rs"]
+mod scratch;
+
+use scratch::Scratch;
+
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const PROGRAM: &str = env!("CARGO_BIN_EXE_reference-serve");
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-live-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("live", name)
 }
 
 fn live(arguments: &[&str], out: &Path) -> Output {

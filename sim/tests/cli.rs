@@ -2,6 +2,10 @@
 //! usage or input with one line that says what is wrong; every failure printed with the command
 //! that replays it; replay traces identical on every run.
 
+mod scratch;
+
+use scratch::Scratch;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -20,11 +24,8 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("cli", name)
 }
 
 /// Asserts exit code 2 and a single `error:` line mentioning `expected`.
@@ -73,7 +74,8 @@ fn list_names_every_system_fault_and_invariant() {
 
 #[test]
 fn bad_usage_exits_2_with_one_line() {
-    let not_a_directory = scratch("not-a-directory").join("file");
+    let scratch_directory = scratch("not-a-directory");
+    let not_a_directory = scratch_directory.join("file");
     std::fs::write(&not_a_directory, b"").unwrap();
     let below_a_file = not_a_directory.join("seeds");
     assert_usage_error(&["sweep", "--system", "nope"], "unknown system");
@@ -588,7 +590,8 @@ fn bad_shards_and_unwritable_reports_exit_2_with_one_line() {
     assert_usage_error(&["sweep", "--shard", "x"], "\"x\" is not K/N");
     assert_usage_error(&["sweep", "--shard", "1/0"], "1 <= K <= N");
     assert_usage_error(&["sweep", "--time-budget", "0"], "--time-budget");
-    let not_a_directory = scratch("unwritable-report").join("file");
+    let scratch_directory = scratch("unwritable-report");
+    let not_a_directory = scratch_directory.join("file");
     std::fs::write(&not_a_directory, b"").unwrap();
     let below_a_file = not_a_directory.join("report");
     let seeds_dir = scratch("unwritable-report-seeds");
@@ -797,7 +800,7 @@ fn reports_never_replace_what_is_not_a_regular_file() {
     for (flag, target, expected) in [
         ("--json", PathBuf::from("/dev/null"), "a device"),
         ("--junit", fifo.clone(), "a FIFO"),
-        ("--json", directory.clone(), "a directory"),
+        ("--json", directory.to_path_buf(), "a directory"),
     ] {
         let output = commitgap(&[
             "sweep",

@@ -3,8 +3,12 @@
 //! invariant with the shortest seed and its replay command, and the step numbers a message gives
 //! are the ones that replaying the file it names prints.
 
+mod scratch;
+
+use scratch::Scratch;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use commitgap_sim::harness::{Check, DEFAULT_MAX_FAILURES};
@@ -26,11 +30,8 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-early-stop-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("early-stop", name)
 }
 
 /// The number after `word` in `text`: `number_after("at step 14 (", "at step ")` is 14.

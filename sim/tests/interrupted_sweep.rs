@@ -8,17 +8,22 @@
 //! seed file that cannot be written leaves the failure reported and counted. These tests run the
 //! built binary and send it real signals.
 
+mod scratch;
+
+use scratch::Scratch;
+
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use commitgap_sim::sweep::{self, SeedFile};
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-interrupted-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    directory
+/// A path that does not exist yet: the sweep makes its seed directory itself.
+fn scratch(name: &str) -> Scratch {
+    let scratch = Scratch::new("interrupted", name);
+    std::fs::remove_dir(&*scratch).unwrap();
+    scratch
 }
 
 fn binary() -> &'static str {

@@ -3,7 +3,10 @@
 //! `--without-invariants` narrow them on every command that runs seeds, and the choice travels
 //! in the seed file so that a replay judges the same way.
 
-use std::path::PathBuf;
+mod scratch;
+
+use scratch::Scratch;
+
 use std::process::{Command, Output};
 
 fn commitgap(arguments: &[&str]) -> Output {
@@ -21,11 +24,8 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-judging-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("judging", name)
 }
 
 #[test]

@@ -3,8 +3,11 @@
 //! replay command, text that survives escaping), the JSON file parsed by serde_json and checked
 //! against the JUnit file and the printed summary.
 
+mod scratch;
+
+use scratch::Scratch;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use commitgap_sim::sweep::Shard;
@@ -107,11 +110,8 @@ fn commitgap(arguments: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-reports-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("reports", name)
 }
 
 #[test]

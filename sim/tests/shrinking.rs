@@ -3,6 +3,10 @@
 //! every planted bug shrinks to a smaller run failing the same invariant; the corpus keeps the
 //! shortest file per failure.
 
+mod scratch;
+
+use scratch::Scratch;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,11 +53,8 @@ fn seed_files() -> Vec<(PathBuf, SeedFile)> {
         .collect()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-shrinking-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("shrinking", name)
 }
 
 #[test]

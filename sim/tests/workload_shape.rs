@@ -3,7 +3,11 @@
 //! what seed files record (so a file replays with no flags), and every printed `replay --seed`
 //! command carries the flags that draw the same configuration again.
 
-use std::path::{Path, PathBuf};
+mod scratch;
+
+use scratch::Scratch;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn commitgap(arguments: &[&str]) -> Output {
@@ -17,11 +21,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("commitgap-shape-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("shape", name)
 }
 
 #[test]
