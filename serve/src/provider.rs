@@ -7,7 +7,10 @@
 //!   body performs the effect once per key; a 2xx answer carries
 //!   `{"effect_id": "...", "replayed": bool}`;
 //! - `GET {base}/effects` with `Idempotency-Key: K` looks the key up: 200 with `{"effect_id":
-//!   "..."}` when an effect was performed under it, 404 when none was;
+//!   "..."}` when an effect was performed under it, 404 when none has been performed yet. A 404
+//!   does not mean that none ever will be: a request with the key that is still in progress (a
+//!   slow one, or one whose reply was lost) may act after the lookup, so a relay may read 404 as
+//!   "never performed" only for a key none of whose requests can still be acting;
 //! - 409 means a request with the key is still in progress; 429 means too many requests, with a
 //!   `Retry-After` (in seconds) saying when to come back, which reaches the relay as
 //!   [`ProviderReply::RateLimited`]; 408, 425 and 5xx ask for a later try; any other 4xx refuses
