@@ -144,7 +144,7 @@ fn every_planted_bug_shrinks_to_a_smaller_run_failing_the_same_invariant() {
             continue;
         };
         let system = system(&file.system);
-        let original = sweep::record(&system, file.seed, &file.config, &Default::default()).unwrap();
+        let original = sweep::record_schedule(&system, file.seed, &file.config, &Default::default()).unwrap();
         let schedule: Schedule = original.schedule.clone().unwrap();
         let shrunk = sweep::shrink(&system, file.seed, &file.config, &schedule, 150).unwrap();
         let (before, after) = (&shrunk.original, &shrunk.shrunk);

@@ -35,8 +35,8 @@ pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError
     // The original run, written down, is what the summary measures from; a file written before
     // schedules were recorded gets its schedule now.
     let registry = Arc::new(app.registry().clone());
-    let recorded =
-        crate::sweep::shrink::record(&system, file.seed, &file.config, &registry).map_err(UsageError)?;
+    let recorded = crate::sweep::shrink::record_schedule(&system, file.seed, &file.config, &registry)
+        .map_err(UsageError)?;
     if recorded.failure.is_none() && file.expect == Expectation::DoesNotSettle {
         return Err(UsageError(format!(
             "{} holds a run that did not settle within its bounds; shrinking reduces invariant failures only, so replay it with --trace or --html to see what was still pending",

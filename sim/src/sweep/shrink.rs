@@ -518,7 +518,7 @@ pub const DEFAULT_SHRINK_RUNS: usize = 1000;
 
 /// Runs `seed` under `config` again, with the fault models and invariants of `registry`, writing
 /// its schedule down.
-pub fn record(
+pub fn record_schedule(
     system: &Arc<dyn System>,
     seed: u64,
     config: &SimConfig,
@@ -563,7 +563,7 @@ pub fn shrink_all(
                         if stop.is_raised() {
                             return;
                         }
-                        let result = record(system, *seed, config, registry).and_then(|recorded| {
+                        let result = record_schedule(system, *seed, config, registry).and_then(|recorded| {
                             let schedule =
                                 recorded.schedule.clone().ok_or("a recorded run has a schedule")?;
                             let shrunk =
