@@ -1,7 +1,7 @@
 //! The simulated downstream provider: an idempotency-key store in front of a ledger of effects.
 //!
 //! A `Send` with a key the store remembers is answered from the store: the same effect, marked
-//! replayed, if the payload matches; a 422 if it does not (or, for providers that behave like
+//! replayed, if the payload matches (as JSON: [`same_payload`]); a 422 if it does not (or, for providers that behave like
 //! Qonto or Worldline, a silent replay of the old response). A `Send` with a key the store does not
 //! remember performs a new effect. A key is "in progress" while a slow request for it is being
 //! processed and, on providers that hold a lock after finishing, for a while after; requests for it
@@ -22,6 +22,24 @@
 use std::collections::BTreeMap;
 
 use commitgap::provider::{CallError, ProviderReply, ProviderRequest};
+
+/// Whether two payloads are the same request body. The wire contract sends "the obligation's
+/// payload as the JSON body", so two texts of one JSON value (fields in another order, other
+/// spacing) are the same payload, as a real provider that compares a request's parameters reads
+/// them; texts that are not JSON are compared as they are. Equal texts are never parsed, so a
+/// system that sends what it persisted costs nothing here.
+pub fn same_payload(first: &str, second: &str) -> bool {
+    if first == second {
+        return true;
+    }
+    match (
+        serde_json::from_str::<serde_json::Value>(first),
+        serde_json::from_str::<serde_json::Value>(second),
+    ) {
+        (Ok(first), Ok(second)) => first == second,
+        _ => false,
+    }
+}
 
 /// One real side effect (a shipment), as the provider performed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -536,7 +554,7 @@ impl ProviderModel {
             Stored::Result {
                 payload: stored,
                 effect,
-            } if stored == payload || replay_on_mismatch => {
+            } if same_payload(stored, payload) || replay_on_mismatch => {
                 let effect_id = self.effects[*effect].id.clone();
                 let replayed = Handled::reply(
                     ProviderReply::Accepted {
@@ -545,7 +563,7 @@ impl ProviderModel {
                     },
                     false,
                 );
-                if stored == payload {
+                if same_payload(stored, payload) {
                     replayed
                 } else {
                     replayed.quirk(Quirk::LenientReplay)
@@ -617,6 +635,32 @@ mod tests {
         double_execute: false,
         refuse: false,
     };
+
+    #[test]
+    fn a_retry_with_the_same_json_in_other_text_is_a_replay_and_other_values_are_refused() {
+        let mut provider = ProviderModel::default();
+        let first = payload(1);
+        let rewritten =
+            serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(&first).unwrap())
+                .unwrap();
+        assert_ne!(rewritten, first);
+        assert!(same_payload(&first, &rewritten));
+        assert!(!same_payload(&first, &payload(2)));
+        assert!(!same_payload("not json", "not  json"));
+        provider.handle(&send("k", &first), 0, PLAIN, || None);
+        let again = provider.handle(&send("k", &rewritten), 10, PLAIN, || None);
+        assert!(matches!(
+            again.result,
+            Ok(ProviderReply::Accepted { replayed: true, .. })
+        ));
+        assert_eq!(again.quirk, None);
+        let other = provider.handle(&send("k", &payload(2)), 20, PLAIN, || None);
+        assert!(matches!(
+            other.result,
+            Ok(ProviderReply::Rejected { status: 422, .. })
+        ));
+        assert_eq!(provider.effects().len(), 1);
+    }
 
     #[test]
     fn a_refusal_is_stored_under_the_key_and_counts_as_refused_for_good() {

@@ -271,3 +271,50 @@ fn two_registries_with_models_of_one_name_live_side_by_side() {
     let error = run_seed(&reference, 1, &on(impostor)).unwrap_err();
     assert!(error.contains("never built"), "{error}");
 }
+
+/// A relay of a team's own that sends the persisted payload written again: its fields in another
+/// order and pretty-printed, as a relay that parses what it stored and serializes it once more
+/// does. The wire contract sends the payload as JSON, so this is the same payload: neither the
+/// invariants nor the provider may read it as another one.
+struct RewrittenPayload;
+
+impl commitgap_sim::commitgap::receiver::ReceiverSteps for RewrittenPayload {}
+
+impl commitgap_sim::commitgap::relay::RelaySteps for RewrittenPayload {
+    async fn payload(
+        &self,
+        _env: &dyn commitgap_sim::commitgap::env::Env,
+        claim: &commitgap_sim::commitgap::relay::Claim,
+    ) -> Result<String, commitgap_sim::commitgap::env::DbError> {
+        let value: serde_json::Value = serde_json::from_str(&claim.payload).expect("the payload is JSON");
+        let rewritten = serde_json::to_string_pretty(&value).expect("a value serializes");
+        assert_ne!(
+            rewritten, claim.payload,
+            "the text sent differs from the text persisted"
+        );
+        Ok(rewritten)
+    }
+}
+
+impl systems::Variant for RewrittenPayload {
+    fn name(&self) -> &'static str {
+        "rewritten-payload"
+    }
+    fn description(&self) -> String {
+        "the reference, its relay sending the persisted payload re-serialized".to_owned()
+    }
+}
+
+#[test]
+fn a_payload_sent_as_the_same_json_in_other_text_is_the_persisted_payload() {
+    let seeds_dir =
+        std::env::temp_dir().join(format!("commitgap-extension-rewritten-{}", std::process::id()));
+    let report =
+        commitgap_sim::harness::Check::new(Arc::new(systems::ReferenceSystem::new(RewrittenPayload)))
+            .seeds_dir(&seeds_dir)
+            .cases(150)
+            .try_run();
+    let _ = std::fs::remove_dir_all(&seeds_dir);
+    let report = report.unwrap_or_else(|failure| panic!("a correct relay was judged failing: {failure}"));
+    assert_eq!(report.seeds, 150);
+}

@@ -3,6 +3,11 @@
 //! An effect whose operation has no committed obligation was caused by something that never
 //! committed; an effect whose payload differs from the persisted one means the relay rebuilt or
 //! changed the request.
+//!
+//! Payloads are compared as JSON values ([`same_payload`]): the persisted text sent with its
+//! fields in another order, or other spacing, is the same payload.
+
+use crate::provider::same_payload;
 
 use super::{Invariant, InvariantKind, Observation};
 
@@ -39,7 +44,7 @@ impl Invariant for EffectMatchesObligation {
                     effect.id, effect.operation
                 ));
             }
-            if !obligations.any(|obligation| obligation.payload == effect.payload) {
+            if !obligations.any(|obligation| same_payload(&obligation.payload, &effect.payload)) {
                 return Err(format!(
                     "effect {} for {} was sent with payload {} which no obligation persisted",
                     effect.id, effect.operation, effect.payload

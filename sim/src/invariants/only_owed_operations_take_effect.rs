@@ -6,6 +6,11 @@
 //! never paid, a check run for a commit nobody pushed, a second operation made from a twin event
 //! under another key) or with another payload (a snapshot rebuilt from a later state) is work the
 //! business never asked for. Judged on each new effect; `one-effect-per-operation` counts them.
+//!
+//! Payloads are compared as JSON values ([`same_payload`]): the model's text and the system's
+//! may order fields or space them differently.
+
+use crate::provider::same_payload;
 
 use super::{Invariant, InvariantKind, Layer, Observation};
 
@@ -46,7 +51,11 @@ impl Invariant for OnlyOwedOperationsTakeEffect {
                     effect.id, effect.operation
                 ));
             };
-            if !owed.payloads.contains(&effect.payload) {
+            if !owed
+                .payloads
+                .iter()
+                .any(|payload| same_payload(payload, &effect.payload))
+            {
                 return Err(format!(
                     "the provider performed {} for operation {} with payload {}, which the events created do not give",
                     effect.id, effect.operation, effect.payload

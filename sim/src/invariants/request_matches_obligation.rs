@@ -4,6 +4,11 @@
 //! key (a provider answers 422, or, worse, silently replays the old result), and a request for an
 //! operation with no committed obligation was caused by something that may yet roll back.
 //! Checked on every send, not only on sends that produced an effect.
+//!
+//! Payloads are compared as JSON values ([`same_payload`]): the persisted text sent with its
+//! fields in another order, or other spacing, is the same payload.
+
+use crate::provider::same_payload;
 
 use super::{Invariant, InvariantKind, Observation};
 
@@ -40,7 +45,7 @@ impl Invariant for RequestMatchesObligation {
                     request.process_id, request.key
                 ));
             }
-            if !obligations.any(|obligation| obligation.payload == *payload) {
+            if !obligations.any(|obligation| same_payload(&obligation.payload, payload)) {
                 return Err(format!(
                     "{} sent key {} with payload {payload}, which differs from the persisted one",
                     request.process_id, request.key
