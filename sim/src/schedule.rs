@@ -384,6 +384,15 @@ pub enum Decider {
         steps: Vec<StepLine>,
         /// Lines skipped and decisions unused so far, one message each.
         report: Vec<String>,
+        /// Once every line is used, draw the rest of the run from the seeded streams instead of
+        /// taking the defaults: a branch of a written run (see [`Decider::branching`]).
+        draw_after: bool,
+        /// Set from the first step that found no line left, in a branching run: from then on
+        /// every decision is drawn.
+        drawing: bool,
+        /// Leave out a line's fault decisions once the world has healed (see
+        /// [`Decider::ignores_fault`]).
+        faults_end_at_heal: bool,
     },
 }
 
@@ -404,12 +413,67 @@ impl Decider {
             current: StepLine::default(),
             steps: Vec::new(),
             report: Vec::new(),
+            draw_after: false,
+            drawing: false,
+            faults_end_at_heal: false,
         }
     }
 
-    /// Whether decisions come from a schedule rather than the seeded streams.
+    /// Follows `lines` as [`Decider::scheduled`] does, then draws every later step and decision
+    /// from the seeded streams, writing everything down: a new run that starts as a written one
+    /// did. A line's fault decision met after the heal is left out, as no fault model acts
+    /// then; edited lines could otherwise carry a fault past the fault phase, and a system
+    /// would be judged against faults its liveness is not promised to survive.
+    pub fn branching(lines: &[String], lookahead: usize) -> Decider {
+        let mut decider = Decider::scheduled(lines, lookahead);
+        if let Decider::Scheduled {
+            draw_after,
+            faults_end_at_heal,
+            ..
+        } = &mut decider
+        {
+            *draw_after = true;
+            *faults_end_at_heal = true;
+        }
+        decider
+    }
+
+    /// Whether decisions come from a schedule rather than the seeded streams (in a branching
+    /// run, until its lines run out).
     pub fn is_scheduled(&self) -> bool {
-        matches!(self, Decider::Scheduled { .. })
+        matches!(self, Decider::Scheduled { drawing: false, .. })
+    }
+
+    /// Whether `decision`, taken from a line after the world healed, is to be left out (in a
+    /// branching run; a key's lifetime is the provider's contract, not a fault, so a `forget`
+    /// stays).
+    pub fn ignores_fault(&self, decision: &Decision, healed: bool) -> bool {
+        healed
+            && matches!(
+                self,
+                Decider::Scheduled {
+                    faults_end_at_heal: true,
+                    drawing: false,
+                    ..
+                }
+            )
+            && decision.is_fault()
+            && !matches!(decision, Decision::Forget { .. })
+    }
+
+    /// In a branching run, moves to drawing once no line is left; called before each step picks
+    /// its item. Every decision of a step comes from one source, so the switch is made only here.
+    pub fn start_drawing_if_done(&mut self) {
+        if let Decider::Scheduled {
+            pending,
+            draw_after: true,
+            drawing,
+            ..
+        } = self
+            && pending.is_empty()
+        {
+            *drawing = true;
+        }
     }
 
     /// Whether steps are written down.
@@ -466,7 +530,12 @@ impl Decider {
 
     /// In a scheduled run, takes the current step's first decision of `kind`, if it has one.
     pub fn take_scheduled(&mut self, kind: DecisionKind) -> Option<Decision> {
-        let Decider::Scheduled { current, .. } = self else {
+        let Decider::Scheduled {
+            current,
+            drawing: false,
+            ..
+        } = self
+        else {
             return None;
         };
         let position = current
@@ -522,6 +591,42 @@ impl Decider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_branch_leaves_out_faults_after_the_heal_and_draws_once_its_lines_run_out() {
+        let lose = Decision::LoseAnswer {
+            model: "lost-ack".to_owned(),
+        };
+        let forget = Decision::Forget {
+            at_ms: 5,
+            model: "key-expiry".to_owned(),
+        };
+        let lines = ["sender emit acct-a/evt-1 | lose-answer lost-ack".to_owned()];
+        let mut branch = Decider::branching(&lines, DEFAULT_LOOKAHEAD);
+        assert!(branch.ignores_fault(&lose, true));
+        assert!(!branch.ignores_fault(&lose, false));
+        assert!(
+            !branch.ignores_fault(&forget, true),
+            "a key's lifetime is no fault"
+        );
+        assert!(!Decider::scheduled(&lines, DEFAULT_LOOKAHEAD).ignores_fault(&lose, true));
+        branch.start_drawing_if_done();
+        assert!(branch.is_scheduled(), "a line is left");
+        assert_eq!(
+            branch.pick_scheduled(&["sender emit acct-a/evt-1".to_owned()], 1),
+            Some(0)
+        );
+        branch.begin_step("sender emit acct-a/evt-1".to_owned());
+        assert_eq!(
+            branch.take_scheduled(DecisionKind::LoseAnswer),
+            Some(lose.clone())
+        );
+        branch.end_step(1);
+        branch.start_drawing_if_done();
+        assert!(!branch.is_scheduled(), "no line is left: the rest is drawn");
+        assert!(branch.records(), "and written down");
+        assert_eq!(branch.take_scheduled(DecisionKind::LoseAnswer), None);
+    }
 
     #[test]
     fn step_lines_round_trip_and_tolerate_edits() {

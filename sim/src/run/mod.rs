@@ -81,6 +81,11 @@ pub struct RunOptions {
     pub record_schedule: bool,
     /// How far ahead a schedule's lines are matched (see [`crate::schedule::DEFAULT_LOOKAHEAD`]).
     pub schedule_lookahead: usize,
+    /// With a schedule: once its lines run out, draw the rest of the run from the seed instead
+    /// of taking the defaults, and leave out any fault its lines place after the heal. The run
+    /// is written down whole, and its record replays it like any schedule. This is how
+    /// `explore` branches a new run off a kept one.
+    pub draw_after_schedule: bool,
     /// Write down every statement the processes ran on SQLite, for `bench` to replay on a bare
     /// database. Off in ordinary runs, where it would only cost time and memory.
     pub record_sql: bool,
@@ -102,6 +107,7 @@ impl Default for RunOptions {
             schedule: None,
             record_schedule: false,
             schedule_lookahead: crate::schedule::DEFAULT_LOOKAHEAD,
+            draw_after_schedule: false,
             record_sql: false,
             keep_fault_log: true,
         }
@@ -147,6 +153,8 @@ pub struct RunOutcome {
     pub faults_fired: BTreeMap<String, u64>,
     /// How often each interesting situation was reached (see `coverage`), only those reached.
     pub situations: BTreeMap<String, u64>,
+    /// The step each situation reached was first reached at.
+    pub situation_steps: BTreeMap<String, u64>,
     /// Invariants not checked against the system because it lacks a workflow they assume, with
     /// why.
     pub invariants_left_out: Vec<(String, String)>,
@@ -227,7 +235,11 @@ pub(crate) fn prepare(
             let workload = Workload::new(schedule.fixtures.clone(), schedule.events.clone());
             (
                 workload,
-                Decider::scheduled(&schedule.steps, options.schedule_lookahead),
+                if options.draw_after_schedule {
+                    Decider::branching(&schedule.steps, options.schedule_lookahead)
+                } else {
+                    Decider::scheduled(&schedule.steps, options.schedule_lookahead)
+                },
                 false,
             )
         }
@@ -815,6 +827,7 @@ impl Simulation {
             unsettled: None,
             faults_fired: world.fault_counts().clone(),
             situations: world.probes().reached(),
+            situation_steps: world.probes().first_steps().clone(),
             invariants_left_out: world.invariants_left_out().to_vec(),
             attacks_left_out: world
                 .attacks_left_out()

@@ -722,6 +722,7 @@ impl World {
 
     fn begin_step(&mut self, actor: Actor) {
         self.step += 1;
+        self.probes.at_step(self.step);
         self.trace.begin(self.step, self.now_ms, actor);
     }
 

@@ -22,6 +22,7 @@ impl World {
             self.now_ms = self.now_ms.max(time_ms);
             self.release_due_timers();
         }
+        self.decider.start_drawing_if_done();
         let index = if self.decider.is_scheduled() {
             let labels = self.ready_labels();
             self.decider.pick_scheduled(&labels, self.step + 1).unwrap_or(0)
@@ -201,7 +202,10 @@ impl World {
         draw: impl FnOnce(&mut World) -> Option<Decision>,
     ) -> Option<Decision> {
         let decision = if self.decider.is_scheduled() {
-            self.decider.take_scheduled(kind)
+            let healed = self.healed;
+            self.decider
+                .take_scheduled(kind)
+                .filter(|decision| !self.decider.ignores_fault(decision, healed))
         } else {
             draw(self)
         };
