@@ -7,7 +7,8 @@
 //! kept candidate's schedule is the one its replay wrote down, which realigns every later pass
 //! with what actually happened. Deleted step lines fall back to the simplest scheduling (the item
 //! that became ready first), so removing lines also simplifies the interleaving. The work is
-//! bounded by a number of candidate runs.
+//! bounded by a number of candidate runs and, when asked, by wall time: a time bound makes how
+//! small the result gets depend on the machine, never whether it still fails.
 
 use std::sync::Arc;
 
@@ -132,6 +133,23 @@ pub fn shrink_until(
     stop: &StopFlag,
     registry: &Arc<Registry>,
 ) -> Result<Shrunk, String> {
+    shrink_within(system, seed, config, schedule, runs_max, None, stop, registry)
+}
+
+/// [`shrink_until`], ending too once `time` has passed since it began (the run under way
+/// finishes), with the smallest run found so far.
+#[allow(clippy::too_many_arguments)]
+pub fn shrink_within(
+    system: &Arc<dyn System>,
+    seed: u64,
+    config: &SimConfig,
+    schedule: &Schedule,
+    runs_max: usize,
+    time: Option<std::time::Duration>,
+    stop: &StopFlag,
+    registry: &Arc<Registry>,
+) -> Result<Shrunk, String> {
+    let deadline = time.map(|time| std::time::Instant::now() + time);
     let first = replay(system, seed, config, schedule, registry)?;
     let Some(failure) = first.failure.clone() else {
         return Err("the schedule no longer fails: nothing to shrink".to_owned());
@@ -147,6 +165,7 @@ pub fn shrink_until(
         runs_max,
         lookahead: DEFAULT_LOOKAHEAD,
         stop,
+        deadline,
     };
     // Edited schedules replay differently with another look-ahead, and no one distance suits
     // every run; each round starts from the best found so far (a full record, which replays the
@@ -205,6 +224,8 @@ struct Shrinker<'a> {
     lookahead: usize,
     /// Raised to end the shrinking early.
     stop: &'a StopFlag,
+    /// When to end it, if a time bound was given.
+    deadline: Option<std::time::Instant>,
 }
 
 impl Shrinker<'_> {
@@ -229,7 +250,11 @@ impl Shrinker<'_> {
     }
 
     fn exhausted(&self) -> bool {
-        self.runs >= self.runs_max || self.stop.is_raised()
+        self.runs >= self.runs_max
+            || self.stop.is_raised()
+            || self
+                .deadline
+                .is_some_and(|deadline| std::time::Instant::now() >= deadline)
     }
 
     /// Runs a candidate and keeps it if it fails the same invariant and is smaller.
@@ -412,44 +437,41 @@ impl Shrinker<'_> {
         }
     }
 
-    /// Removes fault choices (crashes, pauses, losses, copies, failures) one at a time, latest
-    /// first. After a kept candidate the schedule is the replay's own record, so the pass moves
-    /// on to earlier lines rather than trusting indexes into the old one.
+    /// Removes fault choices (crashes, pauses, losses, copies, failures): all of them first, then
+    /// in chunks, latest first, halving the chunk until single choices are tried (delta
+    /// debugging over the faults). A run a search made can hold a thousand fault choices, most
+    /// of them beside the point: chunks take them out in a few dozen runs rather than one run
+    /// each. After a kept candidate the schedule is the replay's own record, so the faults are
+    /// listed again rather than trusting positions in the old one.
     fn drop_fault_choices(&mut self) {
         // Often none of them is needed: try that first.
         if self.best.faults() > 0 {
-            let mut schedule = self.best.schedule.clone();
-            for line in &mut schedule.steps {
-                let mut parsed = StepLine::parse(line);
-                parsed.decisions.retain(|decision| !decision.is_fault());
-                *line = parsed.to_string();
-            }
-            self.try_candidate(self.best.config.clone(), schedule);
+            let all = fault_positions(&self.best.schedule);
+            self.try_candidate(
+                self.best.config.clone(),
+                without_faults(&self.best.schedule, &all),
+            );
         }
-        let mut line = self.best.schedule.steps.len();
-        while line > 0 && !self.exhausted() {
-            line -= 1;
-            let Some(parsed) = self
-                .best
-                .schedule
-                .steps
-                .get(line)
-                .map(|text| StepLine::parse(text))
-            else {
-                continue;
-            };
-            let faults: Vec<usize> = (0..parsed.decisions.len())
-                .filter(|&index| parsed.decisions[index].is_fault())
-                .collect();
-            for &decision in faults.iter().rev() {
-                let mut edited = parsed.clone();
-                edited.decisions.remove(decision);
-                let mut schedule = self.best.schedule.clone();
-                schedule.steps[line] = edited.to_string();
-                if self.try_candidate(self.best.config.clone(), schedule) {
+        let mut chunk = (self.best.faults() / 2).max(1);
+        loop {
+            // How many faults, counted from the latest, this round has tried and kept.
+            let mut passed = 0;
+            while !self.exhausted() {
+                let faults = fault_positions(&self.best.schedule);
+                if passed >= faults.len() {
                     break;
                 }
+                let end = faults.len() - passed;
+                let chosen = &faults[end.saturating_sub(chunk)..end];
+                let schedule = without_faults(&self.best.schedule, chosen);
+                if !self.try_candidate(self.best.config.clone(), schedule) {
+                    passed += chosen.len();
+                }
             }
+            if chunk == 1 || self.exhausted() {
+                return;
+            }
+            chunk /= 2;
         }
     }
 
@@ -490,6 +512,43 @@ impl Shrinker<'_> {
             chunk /= 2;
         }
     }
+}
+
+/// Where each fault choice of `schedule` is: its line, and its place among the line's
+/// decisions, in the order they were made.
+fn fault_positions(schedule: &Schedule) -> Vec<(usize, usize)> {
+    schedule
+        .steps
+        .iter()
+        .enumerate()
+        .flat_map(|(line, text)| {
+            let parsed = StepLine::parse(text);
+            (0..parsed.decisions.len())
+                .filter(|&index| parsed.decisions[index].is_fault())
+                .map(|index| (line, index))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `schedule` without the fault choices at `positions` (see [`fault_positions`]).
+fn without_faults(schedule: &Schedule, positions: &[(usize, usize)]) -> Schedule {
+    let mut edited = schedule.clone();
+    let mut by_line: std::collections::BTreeMap<usize, Vec<usize>> = std::collections::BTreeMap::new();
+    for &(line, index) in positions {
+        by_line.entry(line).or_default().push(index);
+    }
+    for (line, indexes) in by_line {
+        let mut parsed = StepLine::parse(&edited.steps[line]);
+        let mut index = 0;
+        parsed.decisions.retain(|_| {
+            let keep = !indexes.contains(&index);
+            index += 1;
+            keep
+        });
+        edited.steps[line] = parsed.to_string();
+    }
+    edited
 }
 
 /// Whether a step line's label names the event `account/event_id` (`sender emit acct-a/evt-1`,
