@@ -80,6 +80,26 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "how long shrinking took, reported beside the sweep's wall time, measured outside every run",
     ),
     (
+        "sim/src/sweep/shrink.rs",
+        "Instant",
+        "a shrink's time bound, checked between whole runs",
+    ),
+    (
+        "sim/src/explore/mod.rs",
+        "Instant",
+        "the search's time budget, checked between batches of whole runs",
+    ),
+    (
+        "sim/src/explore/mod.rs",
+        "thread::scope",
+        "runs go in parallel, each on its own world, and are taken in the order they were made",
+    ),
+    (
+        "sim/src/cli/explore.rs",
+        "Instant",
+        "progress and how long shrinking took, measured outside every run",
+    ),
+    (
         "sim/src/bench.rs",
         "Instant",
         "the time a whole run and its bare replay take, measured outside every run",

@@ -40,6 +40,8 @@ pub struct App {
     refused: Option<String>,
     shape: WorkloadShape,
     equivalent_sql: Vec<crate::sql_mutants::Equivalent>,
+    /// The team's situations and boundaries for `explore`.
+    steering: crate::explore::Steering,
 }
 
 impl std::fmt::Debug for App {
@@ -74,6 +76,7 @@ impl App {
             refused: None,
             shape: WorkloadShape::default(),
             equivalent_sql: Vec::new(),
+            steering: crate::explore::Steering::default(),
         }
     }
 
@@ -129,6 +132,26 @@ impl App {
         self
     }
 
+    /// A situation of the team's own that `explore` should reach (a "sometimes" assertion): a
+    /// run that reaches it first is kept and built on, and the summary says how many reached it.
+    /// A name taken is refused when the program runs.
+    pub fn sometimes(mut self, situation: crate::explore::Sometimes) -> App {
+        if let Err(why) = self.steering.add_sometimes(situation) {
+            self.refused.get_or_insert(why);
+        }
+        self
+    }
+
+    /// A boundary of the team's own rules that `explore` should come close to: a run that
+    /// comes closer than any before is kept and built on. A name taken is refused when the
+    /// program runs.
+    pub fn boundary(mut self, boundary: crate::explore::BoundaryMeasure) -> App {
+        if let Err(why) = self.steering.add_boundary(boundary) {
+            self.refused.get_or_insert(why);
+        }
+        self
+    }
+
     /// The workload every sweep of this program starts from; a config file (`--shape FILE`) and
     /// the command line's flags narrow it further.
     pub fn workload(mut self, shape: WorkloadShape) -> App {
@@ -152,6 +175,11 @@ impl App {
     /// The SQL mutants listed as equivalent.
     pub fn equivalent_sql_mutants(&self) -> &[crate::sql_mutants::Equivalent] {
         &self.equivalent_sql
+    }
+
+    /// The situations and boundaries the program steers `explore` toward.
+    pub fn steering(&self) -> &crate::explore::Steering {
+        &self.steering
     }
 
     /// The program's name, as `--help` shows it.

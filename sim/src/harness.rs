@@ -83,6 +83,9 @@ pub struct Check {
     shape: WorkloadShape,
     /// The program that replays a seed file, when the team named one.
     replay_prefix: Option<String>,
+    /// Runs explored after the sweep, and the team's situations and boundaries to steer them.
+    explore_runs: u64,
+    steering: crate::explore::Steering,
     backend: Backend,
     max_failures: u64,
     shrink_max: u64,
@@ -109,6 +112,8 @@ pub struct CheckReport {
     pub regressions: usize,
     /// Seeds swept.
     pub seeds: u64,
+    /// Runs explored after the sweep (see [`Check::explore`]).
+    pub explored: u64,
 }
 
 /// What the sweep of a check found, as lines of its failure message.
@@ -132,6 +137,8 @@ impl Check {
             refused: None,
             shape: WorkloadShape::default(),
             replay_prefix: None,
+            explore_runs: 0,
+            steering: crate::explore::Steering::default(),
             backend: Backend::Memdb,
             max_failures: DEFAULT_MAX_FAILURES,
             shrink_max: DEFAULT_SHRINK_MAX,
@@ -147,6 +154,7 @@ impl Check {
         check.refused = app.refused().map(str::to_owned);
         check.shape = app.shape().clone();
         check.replay_prefix = Some(app.prefix().to_owned());
+        check.steering = app.steering().clone();
         check
     }
 
@@ -229,6 +237,33 @@ impl Check {
         self
     }
 
+    /// After the sweep, explores `runs` more runs (see [`crate::explore`]) from the check's
+    /// first seed, with the check's fault models, invariants and the team's situations and
+    /// boundaries; a failure is written to the seed directory as the sweep's are, and fails
+    /// the check with its replay command. 0, the default, explores nothing.
+    pub fn explore(mut self, runs: u64) -> Check {
+        self.explore_runs = runs;
+        self
+    }
+
+    /// A situation of the team's own for [`Check::explore`] to reach, as
+    /// [`crate::App::sometimes`] adds one to a program.
+    pub fn sometimes(mut self, situation: crate::explore::Sometimes) -> Check {
+        if let Err(why) = self.steering.add_sometimes(situation) {
+            self.refused.get_or_insert(why);
+        }
+        self
+    }
+
+    /// A boundary of the team's own for [`Check::explore`] to come close to, as
+    /// [`crate::App::boundary`] adds one to a program.
+    pub fn boundary(mut self, boundary: crate::explore::BoundaryMeasure) -> Check {
+        if let Err(why) = self.steering.add_boundary(boundary) {
+            self.refused.get_or_insert(why);
+        }
+        self
+    }
+
     /// Runs the check and panics with one paragraph per regression that still fails and per
     /// invariant the sweep saw fail, each with the command that reproduces it. Meant to be the
     /// body of a `#[test]`.
@@ -250,10 +285,12 @@ impl Check {
         let (first_seed, cases) = self.range_from_environment()?;
         let (regression_problems, regressions) = self.replay_regressions()?;
         let swept = self.sweep_range(first_seed, cases)?;
-        if regression_problems.is_empty() && swept.problems.is_empty() {
+        let (explored, explore_problems) = self.explore_after(first_seed);
+        if regression_problems.is_empty() && swept.problems.is_empty() && explore_problems.is_empty() {
             return Ok(CheckReport {
                 regressions,
                 seeds: swept.report.seeds_run,
+                explored,
             });
         }
         let mut headline = format!("commitgap: {}:", self.system.name());
@@ -274,10 +311,65 @@ impl Check {
                 swept.failing, self.max_failures, swept.report.seeds_run, swept.report.seeds_planned
             ));
         }
+        if !explore_problems.is_empty() {
+            headline.push_str(&format!(
+                "; {} of {explored} runs explored failed",
+                explore_problems.len()
+            ));
+        }
         let mut lines = vec![headline];
         lines.extend(regression_problems);
         lines.extend(swept.problems);
+        lines.extend(explore_problems);
         Err(lines.join("\n"))
+    }
+
+    /// Explores [`Check::explore`]'s runs after the sweep: how many ran, and one paragraph per
+    /// invariant a run failed, with the command that replays it.
+    fn explore_after(&self, seed: u64) -> (u64, Vec<String>) {
+        if self.explore_runs == 0 {
+            return (0, Vec::new());
+        }
+        let options = crate::explore::ExploreOptions {
+            system: Arc::clone(&self.system),
+            seed,
+            runs: Some(self.explore_runs),
+            time: None,
+            jobs: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            backend: self.backend,
+            every_fault: false,
+            shape: self.shape.clone(),
+            registry: Arc::new(self.registry.clone()),
+            steering: self.steering.clone(),
+            corpus_dir: None,
+            seeds_dir: Some(self.seeds_dir.clone()),
+            max_failures: Some(self.max_failures.max(1)),
+            stop: crate::sweep::StopFlag::new(),
+        };
+        let report = crate::explore::explore(&options, &mut |_| {});
+        let problems = report
+            .failures
+            .iter()
+            .map(|failure| {
+                let verdict = verdict_of(&failure.outcome).unwrap_or_default();
+                let replay = match (&failure.file, &self.replay_prefix) {
+                    (Some(path), Some(prefix)) => format!("replay: {prefix} replay {}", path.display()),
+                    (Some(path), None) => format!("seed file: {}", path.display()),
+                    (None, _) => format!("not written: {}", failure.not_written.clone().unwrap_or_default()),
+                };
+                format!(
+                    "  explored run {} ({}) failed: {verdict}\n    {replay}",
+                    failure.after_runs, failure.how
+                )
+            })
+            .chain(
+                report
+                    .errors
+                    .iter()
+                    .map(|error| format!("  an explored run could not run: {error}")),
+            )
+            .collect();
+        (report.runs, problems)
     }
 
     /// The seed range, from the builder and the environment.
@@ -323,17 +415,24 @@ impl Check {
                 continue;
             }
             replayed += 1;
+            // An explored run is held by its schedule alone; any other runs from its seed.
+            let schedule = file.schedule.clone().filter(|_| file.explored);
             let options = RunOptions {
                 backend: file.config.backend,
                 config: Some(file.config.clone()),
+                schedule,
                 registry: Arc::new(self.registry.clone()),
                 ..RunOptions::default()
             };
             let outcome = run_seed(&self.system, file.seed, &options)?;
             if let Some(verdict) = verdict_of(&outcome) {
-                // The check runs the file's seed as drawn, not its shrunk run, so the command
-                // named is the one that runs the same: its step numbers are the ones said here.
+                // The check runs the file's seed as drawn (an explored file's recorded
+                // schedule), not its shrunk run, so the command named is the one that runs the
+                // same: its step numbers are the ones said here.
                 let replay = match &self.replay_prefix {
+                    Some(prefix) if file.explored => {
+                        format!("replay: {prefix} replay {} --from schedule", path.display())
+                    }
                     Some(prefix) => format!("replay: {prefix} replay {} --from seed", path.display()),
                     None => format!("rerun: {}", self.rerun_line(file.seed)),
                 };

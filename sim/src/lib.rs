@@ -67,6 +67,8 @@
 //!   what it reads and records: the configuration and workload a seed draws, the shape a sweep
 //!   asks for, the backend, the registry, scripted scenarios, schedules, and each step's record.
 //! - [`trace`]: each step's record of what happened, and the run's digest over the records.
+//! - [`explore`]: a search over runs that keeps those that reached something new and makes new
+//!   runs from them; a team's own situations and boundaries to steer it.
 //! - [`sweep`]: many seeds over several threads, within a time budget, with their reports for CI;
 //!   the coverage of situations and fault models; seed files; and shrinking.
 //! - [`mutants`]: the simulator's power: how fast each planted bug is caught, and SQL mutants of
@@ -82,7 +84,8 @@
 //!   `shrink`); `sql_mutants`: behind
 //!   [`mutants`]; `final_state`, `commit_journal`: behind [`judge`]; `sender`, `signing`,
 //!   `provider`: behind [`peers`]; `rows` behind [`system`]; `view` behind [`invariants`];
-//!   `strategy` behind [`harness`].
+//!   `strategy` behind [`harness`]; `steering` (a team's situations and boundaries) behind
+//!   [`explore`].
 //! - `world`: the simulated world's state: processes, tasks, clock, queues, the current step.
 //! - `sim_env`: the simulated `Env`, where every awaited call is a scheduling point.
 //! - `sql`: the one reading of SQL text: a statement's verb, first table and ordering.
@@ -112,6 +115,7 @@ mod coverage;
 mod db;
 mod decision;
 pub mod domain;
+pub mod explore;
 pub mod faults;
 mod files;
 mod final_state;
@@ -136,6 +140,7 @@ mod signing;
 mod sim_env;
 mod sql;
 mod sql_mutants;
+mod steering;
 mod strategy;
 pub mod sweep;
 pub mod system;

@@ -172,6 +172,7 @@ fn help_is_available_for_every_command() {
     for arguments in [
         &["--help"][..],
         &["sweep", "--help"],
+        &["explore", "--help"],
         &["replay", "--help"],
         &["shrink", "--help"],
         &["list", "--help"],
@@ -181,6 +182,106 @@ fn help_is_available_for_every_command() {
         assert_eq!(output.status.code(), Some(0), "{arguments:?}");
         assert!(stdout(&output).contains("Usage"), "{arguments:?}");
     }
+}
+
+#[test]
+fn explore_refuses_bad_input_in_one_line() {
+    let directory = scratch("explore-input");
+    let seeds = directory.join("seeds");
+    let seeds = seeds.to_str().unwrap();
+    assert_usage_error(&["explore", "--runs", "0"], "--runs");
+    assert_usage_error(&["explore", "--time", "0"], "--time");
+    assert_usage_error(&["explore", "--system", "nope"], "unknown system");
+    assert_usage_error(
+        &["explore", "--runs", "2", "--seeds-dir", seeds, "--corpus", seeds],
+        "is the seed directory",
+    );
+    let file = directory.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    assert_usage_error(
+        &[
+            "explore",
+            "--runs",
+            "2",
+            "--seeds-dir",
+            seeds,
+            "--corpus",
+            file.to_str().unwrap(),
+        ],
+        "is not a directory",
+    );
+}
+
+#[test]
+fn explore_writes_a_failure_that_replays_and_ends_with_its_summary_line() {
+    let directory = scratch("explore-failing");
+    let seeds = directory.join("seeds");
+    let corpus = directory.join("corpus");
+    let output = commitgap(&[
+        "explore",
+        "--system",
+        "receipt-first",
+        "--runs",
+        "40",
+        "--max-failures",
+        "1",
+        "--no-shrink",
+        "--seeds-dir",
+        seeds.to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("explore: ")
+            && last.contains(" runs, corpus ")
+            && last.contains("first failure after "),
+        "{text}"
+    );
+    let replay = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("replay: "))
+        .unwrap_or_else(|| panic!("no replay command in {text}"));
+    let path = replay.rsplit(' ').next().unwrap();
+    let replayed = commitgap(&["replay", path]);
+    assert_eq!(replayed.status.code(), Some(1), "{}", stdout(&replayed));
+    assert!(
+        stdout(&replayed).contains("receipt-commits-with-its-work"),
+        "{}",
+        stdout(&replayed)
+    );
+    // Its seed, run as drawn, is another run: the file says so, and shrinking works from the
+    // schedule.
+    assert_usage_error(&["replay", path, "--from", "seed"], "a different run");
+    let shrunk = commitgap(&["shrink", path, "--runs", "60"]);
+    assert_eq!(shrunk.status.code(), Some(0), "{}", stderr(&shrunk));
+    assert!(stdout(&shrunk).starts_with("shrink: "), "{}", stdout(&shrunk));
+    let replayed = commitgap(&["replay", path]);
+    assert!(
+        stdout(&replayed).contains("from its shrunk schedule"),
+        "{}",
+        stdout(&replayed)
+    );
+
+    let reference = commitgap(&[
+        "explore",
+        "--runs",
+        "24",
+        "--seeds-dir",
+        seeds.to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    assert_eq!(reference.status.code(), Some(0), "{}", stdout(&reference));
+    assert!(
+        stdout(&reference)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .ends_with("no failure")
+    );
 }
 
 #[test]

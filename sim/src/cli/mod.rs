@@ -1,4 +1,5 @@
-//! The command-line program: `sweep`, `replay`, `shrink`, `list`, `new`, `mutants` and `bench`.
+//! The command-line program: `sweep`, `explore`, `replay`, `shrink`, `list`, `new`, `mutants` and
+//! `bench`.
 //!
 //! Exit codes: 0 when every invariant held, 1 when one failed (or two runs of a seed disagreed),
 //! 2 for bad usage or bad input, with one line on standard error that says what is wrong and how
@@ -48,6 +49,7 @@ macro_rules! say {
 
 // Declared after `say!`, so that every command's file can use the macro.
 mod bench;
+mod explore;
 mod list;
 mod mutants;
 mod new;
@@ -56,6 +58,7 @@ mod shrink;
 mod sweep;
 
 use bench::{BenchArgs, run_bench};
+use explore::{ExploreArgs, run_explore};
 use list::{ListArgs, run_list};
 use mutants::{MutantsArgs, run_mutants};
 use new::{NewArgs, run_new};
@@ -86,6 +89,19 @@ struct Cli {
 enum Command {
     /// Run a range of seeds against a system and write every failing seed to a file.
     Sweep(SweepArgs),
+    /// Search for failures by building on runs that reached something new, and write every
+    /// failing run to a file.
+    #[command(
+        long_about = "Search for failures by building on runs that reached something new, and write every failing run to a file.\n\n\
+        Starts from sampled seeds, as a sweep does, and keeps each run that reached something no earlier run had \
+        (a new stretch of an obligation's story, a new interleaving of statements on a table, a crash in a new place, \
+        a situation) or came closer to a rule's edge than any before; new runs branch off kept ones after what they \
+        reached first, or edit their decisions (move, copy or drop a fault, push a number to its bound, swap two steps). \
+        Deterministic given --seed and the corpus it starts from; --time ends it between batches. \
+        The last line reads: explore: <runs> runs, corpus <size>, first failure after <K> runs (or no failure).\n\n\
+        Exit status: 0 no run failed, 1 a run failed an invariant or did not settle, 2 bad usage or input."
+    )]
+    Explore(ExploreArgs),
     /// Re-run one seed, from its seed file or by number.
     Replay(ReplayArgs),
     /// Reduce a seed file's failing run to the fewest steps and faults that still fail it.
@@ -228,6 +244,7 @@ fn run(app: &App) -> i32 {
     };
     let result = match cli.command {
         Command::Sweep(args) => run_sweep(app, &args),
+        Command::Explore(args) => run_explore(app, &args),
         Command::Replay(args) => run_replay(app, &args),
         Command::Shrink(args) => run_shrink(app, &args),
         Command::List(args) => run_list(app, &args),

@@ -193,6 +193,12 @@ impl ReplayPlan {
             (None, None) => ReplayFrom::Seed,
         });
         let (mut config, schedule, digest, what) = match from {
+            ReplayFrom::Seed if file.explored => {
+                return Err(UsageError(format!(
+                    "{} holds a run explore made from another run: its seed, run as drawn, is a different run; replay it without --from, or with --from schedule",
+                    path.display()
+                )));
+            }
             ReplayFrom::Seed => (file.config.clone(), None, file.trace_digest.clone(), "its seed"),
             ReplayFrom::Schedule => {
                 let schedule = file.schedule.clone().ok_or_else(|| {

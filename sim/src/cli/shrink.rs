@@ -27,6 +27,22 @@ pub(super) struct ShrinkArgs {
     runs: u64,
 }
 
+/// The file's run written down: an explored run is held by its schedule alone; any other is
+/// recorded again from its seed.
+fn record(
+    system: &Arc<dyn crate::system::System>,
+    file: &SeedFile,
+    registry: &Arc<crate::run::Registry>,
+) -> Result<crate::run::RunOutcome, UsageError> {
+    match (&file.schedule, file.explored) {
+        (Some(schedule), true) => {
+            crate::sweep::shrink::replay(system, file.seed, &file.config, schedule, registry)
+        }
+        _ => crate::sweep::shrink::record_schedule(system, file.seed, &file.config, registry),
+    }
+    .map_err(UsageError)
+}
+
 pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError> {
     let path = &args.file;
     let mut file = SeedFile::read_with(path, app.registry()).map_err(UsageError)?;
@@ -35,8 +51,7 @@ pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError
     // The original run, written down, is what the summary measures from; a file written before
     // schedules were recorded gets its schedule now.
     let registry = Arc::new(app.registry().clone());
-    let recorded = crate::sweep::shrink::record_schedule(&system, file.seed, &file.config, &registry)
-        .map_err(UsageError)?;
+    let recorded = record(&system, &file, &registry)?;
     if recorded.failure.is_none() && file.expect == Expectation::DoesNotSettle {
         return Err(UsageError(format!(
             "{} holds a run that did not settle within its bounds; shrinking reduces invariant failures only, so replay it with --trace or --html to see what was still pending",
@@ -56,10 +71,11 @@ pub(super) fn run_shrink(app: &App, args: &ShrinkArgs) -> Result<i32, UsageError
         .ok_or_else(|| UsageError("a recorded run has a schedule".to_owned()))?;
     if file.schedule.is_none() || file.trace_digest != recorded.digest {
         // Rewritten from the run as this build makes it; what the file promises stays.
-        let (expect, earlier) = (file.expect.clone(), file.shrunk.take());
+        let (expect, earlier, explored) = (file.expect.clone(), file.shrunk.take(), file.explored);
         file = SeedFile::from_outcome(&recorded, file.replay.clone());
         file.expect = expect;
         file.shrunk = earlier;
+        file.explored = explored;
     }
     let progress = ProgressBar::new_spinner();
     if std::io::stderr().is_terminal() {

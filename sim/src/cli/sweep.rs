@@ -214,7 +214,7 @@ fn write_reports(args: &SweepArgs, summary: &SweepSummary, code: i32) {
 /// Raises a stop flag on the first SIGINT or SIGTERM, so that a sweep stops handing out seeds,
 /// lets the running ones finish and reports what it found; a second signal exits at once (every
 /// failure found so far already has its seed file).
-fn stop_on_signals() -> StopFlag {
+pub(super) fn stop_on_signals() -> StopFlag {
     let stop = StopFlag::new();
     #[cfg(unix)]
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -725,7 +725,7 @@ fn millis(wall: Duration) -> u64 {
 }
 
 /// Refuses a seed directory a sweep must not fill or clean, and one it cannot write to.
-fn check_seed_directory(directory: &Path) -> Result<(), UsageError> {
+pub(super) fn check_seed_directory(directory: &Path) -> Result<(), UsageError> {
     files::check_seed_directory(directory).map_err(|why| UsageError(format!("--seeds-dir {why}")))?;
     std::fs::create_dir_all(directory).map_err(|error| {
         UsageError(format!(

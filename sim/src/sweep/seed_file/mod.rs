@@ -136,6 +136,10 @@ pub struct SeedFile {
     /// The smallest run found that fails the same way, if the file was shrunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shrunk: Option<ShrunkRun>,
+    /// Set when `explore` made the run from another one: only its schedule holds it, and its
+    /// seed, run as drawn, is another run. Replays and regressions then run the schedule.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explored: bool,
 }
 
 /// A shrunk run: its own configuration and schedule, replayed without the seed's randomness.
@@ -193,6 +197,7 @@ impl SeedFile {
             config: outcome.config.clone(),
             schedule: outcome.schedule.clone(),
             shrunk: None,
+            explored: false,
         }
     }
 
@@ -279,6 +284,11 @@ impl SeedFile {
     /// taken to be the program's own: the run that replays the file checks its settings with the
     /// program's registry.
     pub fn validate(&self) -> Result<(), String> {
+        if self.explored && self.schedule.is_none() {
+            return Err(
+                "explored is true but the file holds no schedule: an explored run is held by its schedule alone; set explored to false or restore the schedule".to_owned(),
+            );
+        }
         self.config
             .validate_without_registry()
             .map_err(|error| format!("config.{error}"))?;
