@@ -50,7 +50,7 @@ pub struct RunFeedback {
     /// was still working, a reply or an answer was lost, a key was forgotten, a process crashed
     /// or stalled): where a system's handling of uncertainty is tested, and where the explorer
     /// branches to test it again in other ways, each with what it was (a word of an
-    /// obligation's story, `answer-lost`, `crashed` or `pause`). The first [`HAZARDS_KEPT`] only.
+    /// obligation's story, `answer-lost`, `crashed` or `pause`). The first 64 only.
     pub hazards: Vec<(u64, &'static str)>,
 }
 
