@@ -487,6 +487,7 @@ impl Explorer<'_> {
                 kinds: self.options.registry.faults(),
                 shape: &self.options.shape,
                 force,
+                family,
             };
             let partner = partner.map(|index| &self.entries[index].schedule);
             let Some(mutant) = mutate::mutate(&mut self.rng, &view, partner, &self.pool) else {
@@ -690,7 +691,8 @@ impl Explorer<'_> {
         for (name, distance) in closer {
             self.closest.insert(name, (distance, index));
         }
-        self.pool.learn(&schedule);
+        let family = family_of(&made.outcome.config, &schedule);
+        self.pool.learn(family, &schedule);
         for (feature, &id) in features.iter().zip(&reached) {
             if feature.0.starts_with("situation: ") {
                 self.situation_holders.entry(id.0).or_default().push(index);
@@ -699,7 +701,6 @@ impl Explorer<'_> {
         for kind in met {
             self.hazard_holders.entry(kind).or_default().push(index);
         }
-        let family = family_of(&made.outcome.config, &schedule);
         self.entries.push(Entry {
             features: reached,
             heal_step: made.feedback.heal_step,
