@@ -360,7 +360,7 @@ impl Reader {
         outcome: &crate::trace::SqlOutcome,
         step: u64,
     ) {
-        let read = Statement::of(statement);
+        let read = Statement::remembered(statement);
         let label = read.label();
         match read.verb {
             Verb::Begin => {
