@@ -31,6 +31,9 @@
 //!   receivers and relay workers on localhost, a signing sender, a provider double, faults from a
 //!   seed (kills, pauses, resets, lost answers, early purges), then heal, quiet and the verdict
 //!   on the final state and on every commit.
+//! - [`service`]: a service description (docs/services.md): how to start and read a service
+//!   commitgap did not build, in any language, on its own schema, so that `commitgap-live
+//!   --service FILE` checks it as `live` checks a served system.
 
 pub mod cli;
 pub mod connection_labels;
@@ -40,4 +43,5 @@ pub mod provider;
 pub mod provider_double;
 pub mod receiver;
 pub mod sender;
+pub mod service;
 pub mod workers;

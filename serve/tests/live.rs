@@ -8,10 +8,14 @@
 #[path = "../../sim/tests/scratch/mod.rs"]
 mod scratch;
 
+mod processes;
+
+use processes::{Stopped, processes_mentioning};
+
 use scratch::Scratch;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const PROGRAM: &str = env!("CARGO_BIN_EXE_reference-serve");
@@ -217,31 +221,6 @@ fn bad_input_exits_2_with_one_line() {
         assert!(stderr.contains(expected), "{arguments:?}: {stderr}");
     }
     let _ = std::fs::remove_dir_all(&out);
-}
-
-/// Kills the child if the test ends before it exits.
-struct Stopped(Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The processes whose command line mentions `marker`.
-fn processes_mentioning(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(command) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let command = String::from_utf8_lossy(&command).replace('\0', " ");
-        if command.contains(marker) {
-            found.push(command);
-        }
-    }
-    found
 }
 
 #[test]

@@ -143,12 +143,14 @@ pub struct Evidence<'a> {
     pub now_ms: i64,
 }
 
-/// Judges the final rows `last` with the evidence, by the simulator's invariants and `added`.
+/// Judges the final rows `last` with the evidence, by the simulator's invariants and `added`,
+/// those `choice` takes.
 pub fn judge(
     system: &dyn System,
     added: &[Arc<dyn Invariant>],
     last: Snapshot,
     evidence: Evidence<'_>,
+    choice: &InvariantChoice,
 ) -> Result<FinalJudgement, String> {
     let mut ever_received = evidence.ever_received;
     ever_received.extend(last.receipts);
@@ -170,12 +172,5 @@ pub fn judge(
         dead_at_requeue: evidence.dead_at_requeue,
         now_ms: evidence.now_ms,
     };
-    judge_final_state(
-        system,
-        evidence.workload,
-        evidence.sender,
-        state,
-        added,
-        &InvariantChoice::default(),
-    )
+    judge_final_state(system, evidence.workload, evidence.sender, state, added, choice)
 }

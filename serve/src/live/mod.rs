@@ -23,6 +23,7 @@
 mod faults;
 pub(crate) mod journal;
 mod judge;
+mod launch;
 mod processes;
 mod proxy;
 mod report;
@@ -36,6 +37,8 @@ use commitgap_sim::commitgap::relay::RelaySettings;
 use commitgap_sim::invariants::Invariant;
 use commitgap_sim::peers::SenderPreset;
 use commitgap_sim::system::System;
+
+use crate::service::{DescribedSystem, ServiceDescription};
 
 pub use faults::LiveFault;
 
@@ -99,11 +102,28 @@ pub(crate) struct Options {
     pub(crate) args: LiveArgs,
     pub(crate) faults: BTreeSet<LiveFault>,
     pub(crate) preset: SenderPreset,
+    /// The described service checked, or `None` for the served program's own system.
+    pub(crate) service: Option<Arc<DescribedSystem>>,
 }
 
 impl Options {
-    fn check(args: &LiveArgs) -> Result<Options, String> {
-        let faults = faults::parse(&args.faults)?;
+    fn check(args: &LiveArgs, service: Option<Arc<DescribedSystem>>) -> Result<Options, String> {
+        let mut faults = faults::parse(&args.faults)?;
+        if service.is_some() && faults.contains(&LiveFault::Crash) {
+            // A crash at a chosen statement needs crash points inside the process, which only
+            // a served system has; `all` means every fault that applies.
+            let named = args
+                .faults
+                .split(',')
+                .any(|name| name.trim() == LiveFault::Crash.name());
+            if named {
+                return Err(
+                    "--faults crash needs crash points inside the process and does not apply to a service; kill applies"
+                        .to_owned(),
+                );
+            }
+            faults.remove(&LiveFault::Crash);
+        }
         let preset = SenderPreset::from_name(&args.preset).ok_or_else(|| {
             let names: Vec<&str> = SenderPreset::ALL.iter().map(|preset| preset.name()).collect();
             format!("--preset {}: the presets are {}", args.preset, names.join(", "))
@@ -136,6 +156,7 @@ impl Options {
             args: args.clone(),
             faults,
             preset,
+            service,
         })
     }
 
@@ -173,14 +194,37 @@ pub const PROVIDER_SLOW_MS: i64 = 1_800;
 /// Runs `live` for `system`, judged also by `added` (a team's own invariants), prints the summary, writes the report and returns the exit status: 0 passed, 1 failed or unsettled (with the evidence), 2 bad input or
 /// an environment that cannot run the check, 130 interrupted.
 pub fn main(system: &Arc<dyn System>, added: &[Arc<dyn Invariant>], args: &LiveArgs) -> i32 {
-    let options = match Options::check(args) {
-        Ok(options) => options,
+    match Options::check(args, None) {
+        Ok(options) => run_and_report(system, added, &options),
         Err(message) => {
             eprintln!("error: {message}");
-            return 2;
+            2
         }
-    };
-    match run::run(system, added, &options) {
+    }
+}
+
+/// Runs `live` for the service the description at `path` describes (docs/services.md): its own
+/// commands are started in place of the served program. The exit status is as [`main`]'s; a
+/// description that cannot be read or run is exit 2 with one line.
+pub fn main_service(path: &std::path::Path, args: &LiveArgs) -> i32 {
+    let checked = ServiceDescription::load(path).and_then(|description| {
+        let service = description.system();
+        Options::check(args, Some(Arc::clone(&service))).map(|options| (service, options))
+    });
+    match checked {
+        Ok((service, options)) => {
+            let system: Arc<dyn System> = service;
+            run_and_report(&system, &[], &options)
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            2
+        }
+    }
+}
+
+fn run_and_report(system: &Arc<dyn System>, added: &[Arc<dyn Invariant>], options: &Options) -> i32 {
+    match run::run(system, added, options) {
         Ok(outcome) => match outcome.write() {
             Ok(report) => {
                 println!("{}", outcome.summary(&report));

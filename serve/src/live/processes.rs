@@ -15,10 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::service::Launch;
+
 /// One process of the fleet.
 struct Member {
     name: String,
-    arguments: Vec<String>,
+    launch: Launch,
     child: Option<Child>,
     paused: bool,
     log: PathBuf,
@@ -47,22 +49,32 @@ impl Fleet {
         }
     }
 
-    /// Starts a service called `name` (which names its log file) with `arguments`; its index.
-    pub fn start(&mut self, name: &str, arguments: Vec<String>) -> Result<usize, String> {
-        self.start_member(name, arguments, false)
+    /// The fleet's program started with `arguments` after the leading ones.
+    pub fn copy(&self, arguments: Vec<String>) -> Launch {
+        Launch {
+            program: self.program.display().to_string(),
+            arguments: self.leading.iter().cloned().chain(arguments).collect(),
+            environment: Vec::new(),
+            directory: PathBuf::from("."),
+        }
+    }
+
+    /// Starts a service called `name` (which names its log file) as `launch` says; its index.
+    pub fn start(&mut self, name: &str, launch: Launch) -> Result<usize, String> {
+        self.start_member(name, launch, false)
     }
 
     /// Starts a job that runs once and ends: [`Fleet::exited`] does not report it, and
     /// [`Fleet::wait_for`] collects it.
-    pub fn start_job(&mut self, name: &str, arguments: Vec<String>) -> Result<usize, String> {
-        self.start_member(name, arguments, true)
+    pub fn start_job(&mut self, name: &str, launch: Launch) -> Result<usize, String> {
+        self.start_member(name, launch, true)
     }
 
-    fn start_member(&mut self, name: &str, arguments: Vec<String>, job: bool) -> Result<usize, String> {
+    fn start_member(&mut self, name: &str, launch: Launch, job: bool) -> Result<usize, String> {
         let log = self.logs.join(format!("{name}.log"));
         let mut member = Member {
             name: name.to_owned(),
-            arguments,
+            launch,
             child: None,
             paused: false,
             log,
@@ -78,10 +90,12 @@ impl Fleet {
         let error_log = log
             .try_clone()
             .map_err(|error| format!("{}: {error}", member.log.display()))?;
-        let mut command = Command::new(&self.program);
+        let launch = &member.launch;
+        let mut command = Command::new(&launch.program);
         command
-            .args(&self.leading)
-            .args(&member.arguments)
+            .args(&launch.arguments)
+            .envs(launch.environment.iter().map(|(name, value)| (name, value)))
+            .current_dir(&launch.directory)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(error_log);
@@ -96,9 +110,10 @@ impl Fleet {
         }
         command.spawn().map_err(|error| {
             format!(
-                "cannot start {} ({}): {error}",
+                "cannot start {} ({} in {}): {error}",
                 member.name,
-                self.program.display()
+                launch.program,
+                launch.directory.display()
             )
         })
     }
@@ -204,6 +219,23 @@ impl Fleet {
                     .map(str::to_owned)
             })
             .unwrap_or_else(|| "(it wrote nothing)".to_owned())
+    }
+
+    /// The last lines process `index` wrote (at most five, joined by ` | `), for an error
+    /// message about a process that would not start: a foreign program's reason is often a
+    /// traceback whose last line alone does not say where.
+    pub fn last_lines(&self, index: usize) -> String {
+        const LINES_MAX: usize = 5;
+        let text = std::fs::read_to_string(&self.members[index].log).unwrap_or_default();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim_end)
+            .filter(|line| !line.trim().is_empty())
+            .collect();
+        if lines.is_empty() {
+            return "(it wrote nothing)".to_owned();
+        }
+        lines[lines.len().saturating_sub(LINES_MAX)..].join(" | ")
     }
 
     /// Stops every process as a deployment does: resume the paused, SIGTERM, wait up to `grace`

@@ -27,6 +27,7 @@ use commitgap_sim::system::System;
 use super::faults::{Action, LiveFault, Plan};
 use super::journal::{read_journal, start_journal};
 use super::judge::{Evidence, Snapshot, deleted_receipts, judge, keep_deleted_rows, snapshot};
+use super::launch::{Launcher, absolute};
 use super::processes::Fleet;
 use super::proxy::{Proxy, Window};
 use super::report::{Counts, Failure, Outcome, Verdict, file_error, write_file};
@@ -38,13 +39,8 @@ use crate::workers::create_database;
 
 /// How often the loop looks at the database (receipts, owed obligations), in milliseconds.
 const LOOK_EVERY_MS: u64 = 250;
-/// How long a process may take to start and say it is ready.
-const START_BOUND: Duration = Duration::from_secs(20);
 /// The purge job's own schedule.
 const PURGE_EVERY: Duration = Duration::from_secs(5);
-/// Under the crash fault, a receiver or relay worker kills itself at one statement that writes
-/// or ends a transaction in this many.
-const CRASH_ONE_IN: u32 = 40;
 /// How long a purge or the operator's pass may run before it is killed.
 const JOB_BOUND: Duration = Duration::from_secs(30);
 
@@ -79,8 +75,13 @@ struct Live<'a> {
     started_ms: i64,
     /// Purge runs still going, each with the moment it is killed.
     jobs: Vec<(usize, Instant)>,
-    /// The observed rows where the commit journal starts.
-    journal_start: Vec<FinalRow>,
+    /// The observed rows where the commit journal starts, or `None` when the run keeps none (a
+    /// described service whose connections cannot label the journal's rows).
+    journal_start: Option<Vec<FinalRow>>,
+    /// How each process is started and what it is told.
+    launcher: Launcher,
+    /// The invariants that judge: all but those a described service's absent columns keep out.
+    choice: InvariantChoice,
 }
 
 /// Runs one live check of `system` with `options`. `Err` is an environment that cannot run it
@@ -99,7 +100,15 @@ pub fn run(
     let database = directory.join("live.sqlite");
     create_database(&database, &**system, &workload.fixtures)?;
     keep_deleted_rows(&database, &**system)?;
-    let journal_start = start_journal(&database, &**system)?;
+    let labelled = options
+        .service
+        .as_ref()
+        .is_none_or(|service| service.description().journal_labels);
+    let journal_start = if labelled {
+        Some(start_journal(&database, &**system)?)
+    } else {
+        None
+    };
     let settings = directory.join("settings.json");
     let accounts = workload
         .fixtures
@@ -132,6 +141,7 @@ pub fn run(
         vec!["--system".to_owned(), system.name().to_owned()],
         &logs,
     );
+    let (launcher, choice) = launcher(options, system, &database, &settings, &relay, provider_url)?;
     let mut live = Live {
         system,
         added,
@@ -153,81 +163,34 @@ pub fn run(
         started_ms: now_ms(),
         jobs: Vec::new(),
         journal_start,
+        launcher,
+        choice,
     };
-    live.start_processes(&runtime, &settings, &relay, &provider_url)?;
+    live.start_processes(&runtime)?;
     let outcome = live.go(&workload);
     drop(runtime);
     outcome
 }
 
 impl Live<'_> {
-    fn start_processes(
-        &mut self,
-        runtime: &tokio::runtime::Runtime,
-        settings: &Path,
-        relay: &Path,
-        provider_url: &str,
-    ) -> Result<(), String> {
-        let database = self.database.display().to_string();
-        let settings = settings.display().to_string();
-        let crash = if self.options.has(LiveFault::Crash) {
-            strings(&[
-                "--crash-one-in",
-                &CRASH_ONE_IN.to_string(),
-                "--crash-seed",
-                &self.options.args.seed.to_string(),
-            ])
-        } else {
-            Vec::new()
-        };
+    fn start_processes(&mut self, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
         for number in 1..=self.options.args.receivers {
             let address = free_address()?;
             let name = format!("receiver-{number}");
-            let index = self.fleet.start(
-                &name,
-                strings(&[
-                    "run",
-                    "--database",
-                    &database,
-                    "--settings",
-                    &settings,
-                    "--listen",
-                    &address.to_string(),
-                    "--relay-workers",
-                    "0",
-                    "--purge-every-s",
-                    "0",
-                ])
-                .into_iter()
-                .chain(crash.iter().cloned())
-                .collect(),
-            )?;
+            let launch = self.launcher.receiver(&self.fleet, &name, address)?;
+            let index = self.fleet.start(&name, launch)?;
             self.wait_until_ready(index, address)?;
             self.processes.push(index);
             self.proxies.push(runtime.block_on(Proxy::start(address))?);
         }
         for number in 1..=self.options.args.relay_workers {
-            let index = self.fleet.start(
-                &format!("relay-{number}"),
-                strings(&[
-                    "relay",
-                    "--database",
-                    &database,
-                    "--settings",
-                    &settings,
-                    "--provider-url",
-                    provider_url,
-                    "--relay-settings",
-                    &relay.display().to_string(),
-                ])
-                .into_iter()
-                .chain(crash.iter().cloned())
-                .collect(),
-            )?;
+            let name = format!("relay-{number}");
+            let launch = self.launcher.relay(&self.fleet, &name)?;
+            let index = self.fleet.start(&name, launch)?;
             if let Some(status) = self.fleet.wait_for(index, Duration::from_millis(300)) {
                 return Err(format!(
-                    "relay-{number} did not start ({status}): {}",
-                    self.fleet.last_line(index)
+                    "{name} did not start ({status}): {}",
+                    self.fleet.last_lines(index)
                 ));
             }
             self.processes.push(index);
@@ -237,25 +200,25 @@ impl Live<'_> {
 
     /// Waits until the receiver at `address` answers `/healthz`, or says why it will not.
     fn wait_until_ready(&mut self, index: usize, address: SocketAddr) -> Result<(), String> {
-        let deadline = Instant::now() + START_BOUND;
+        let (path, bound_s) = self.launcher.readiness();
+        let deadline = Instant::now() + Duration::from_secs(bound_s);
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(1)).build();
         loop {
-            if agent.get(&format!("http://{address}/healthz")).call().is_ok() {
+            if agent.get(&format!("http://{address}{path}")).call().is_ok() {
                 return Ok(());
             }
             if let Some(status) = self.fleet.wait_for(index, Duration::from_millis(50)) {
                 return Err(format!(
                     "{} did not start ({status}): {}",
                     self.fleet.name(index),
-                    self.fleet.last_line(index)
+                    self.fleet.last_lines(index)
                 ));
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "{} did not answer /healthz within {} s: {}",
+                    "{} did not answer {path} with 2xx within {bound_s} s: {}",
                     self.fleet.name(index),
-                    START_BOUND.as_secs(),
-                    self.fleet.last_line(index)
+                    self.fleet.last_lines(index)
                 ));
             }
         }
@@ -455,17 +418,8 @@ impl Live<'_> {
     /// keep every pause within its promised length.
     fn purge(&mut self, retention_ms: i64, early: bool) -> Result<(), String> {
         let name = if early { "early-purge" } else { "purge" };
-        let database = self.database.display().to_string();
-        let index = self.fleet.start_job(
-            name,
-            strings(&[
-                "purge",
-                "--database",
-                &database,
-                "--receipt-retention-ms",
-                &retention_ms.to_string(),
-            ]),
-        )?;
+        let launch = self.launcher.purge(&self.fleet, name, retention_ms)?;
+        let index = self.fleet.start_job(name, launch)?;
         self.jobs.push((index, Instant::now() + JOB_BOUND));
         if early {
             self.counts.early_purges += 1;
@@ -575,10 +529,11 @@ impl Live<'_> {
         if dead.is_empty() {
             return Ok(dead);
         }
-        let database = self.database.display().to_string();
-        let index = self
-            .fleet
-            .start_job("operator", strings(&["requeue", "--database", &database]))?;
+        let Some(launch) = self.launcher.requeue(&self.fleet)? else {
+            // A service without the workflow: the invariants that assume it are left out.
+            return Ok(BTreeSet::new());
+        };
+        let index = self.fleet.start_job("operator", launch)?;
         match self.fleet.wait_for(index, JOB_BOUND) {
             Some(status) if status.success() => {}
             Some(status) => self.note(format!(
@@ -630,7 +585,10 @@ impl Live<'_> {
                 .ever_received
                 .extend(commits.ever_received.iter().cloned());
         }
-        let mut judgement = judge(&**self.system, self.added, last, evidence)?;
+        let mut judgement = judge(&**self.system, self.added, last, evidence, &self.choice)?;
+        if let Some(service) = &self.options.service {
+            judgement.left_out.extend(service.not_judged());
+        }
         if let Some(commits) = commits {
             merge(&mut judgement, commits);
         }
@@ -671,7 +629,13 @@ impl Live<'_> {
         sender: &Sender,
         end: Vec<FinalRow>,
     ) -> Option<JournalJudgement> {
-        let start = std::mem::take(&mut self.journal_start);
+        let Some(start) = self.journal_start.take() else {
+            self.note(
+                "no commit journal: the service's connections do not label commits ([journal] labels = false)"
+                    .to_owned(),
+            );
+            return None;
+        };
         let judged = read_journal(&self.database, &**self.system, start, end).and_then(|journal| {
             judge_commit_journal(
                 &**self.system,
@@ -679,7 +643,7 @@ impl Live<'_> {
                 sender,
                 journal,
                 self.added,
-                &InvariantChoice::default(),
+                &self.choice,
             )
         });
         match judged {
@@ -757,6 +721,37 @@ impl Live<'_> {
     fn interrupted(&self) -> bool {
         self.interrupted.load(Ordering::SeqCst)
     }
+}
+
+/// How the run's processes are started and what they are told, and the invariants that judge
+/// it: all but those a described service's absent columns keep out.
+fn launcher(
+    options: &Options,
+    system: &Arc<dyn System>,
+    database: &Path,
+    settings: &Path,
+    relay: &Path,
+    provider_url: String,
+) -> Result<(Launcher, InvariantChoice), String> {
+    let launcher = Launcher {
+        service: options.service.clone(),
+        database: absolute(database)?,
+        settings_file: absolute(settings)?,
+        relay_settings_file: absolute(relay)?,
+        relay: relay_settings(key_lifetime_ms(options)),
+        provider_url,
+        body_bytes_max: system.body_bytes_max(),
+        crash_seed: options.has(LiveFault::Crash).then_some(options.args.seed),
+    };
+    let choice = InvariantChoice {
+        only: None,
+        without: options
+            .service
+            .as_ref()
+            .map(|service| service.not_judged().into_iter().map(|(name, _)| name).collect())
+            .unwrap_or_default(),
+    };
+    Ok((launcher, choice))
 }
 
 /// Adds the journal's verdicts to the final state's: each invariant it judged is judged, no
@@ -899,10 +894,6 @@ fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), String>
     write_file(path, &text)
 }
 
-fn strings(arguments: &[&str]) -> Vec<String> {
-    arguments.iter().map(|argument| (*argument).to_owned()).collect()
-}
-
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| {
         i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
@@ -921,8 +912,12 @@ fn reproduce(system: &str, options: &Options) -> String {
     } else {
         faults.join(",")
     };
+    let target = match &options.service {
+        Some(service) => format!("--service {}", service.description().path.display()),
+        None => format!("--system {system} live"),
+    };
     format!(
-        "{program} --system {system} live --seed {} --seconds {} --receivers {} --relay-workers {} --faults {faults} --preset {} --compression {} --tenants {} --subjects-per-tenant {} --duplicate-percent {} --key-lifetime-s {}",
+        "{program} {target} --seed {} --seconds {} --receivers {} --relay-workers {} --faults {faults} --preset {} --compression {} --tenants {} --subjects-per-tenant {} --duplicate-percent {} --key-lifetime-s {}",
         args.seed,
         args.seconds,
         args.receivers,
