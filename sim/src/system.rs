@@ -322,3 +322,89 @@ impl Workflow {
         }
     }
 }
+
+/// A system judged in another domain than its own: every method is the system's, but
+/// [`System::domain`]. A team puts a domain declared in a file
+/// ([`crate::domain::declared::DeclaredDomain`]) in place of a Rust one this way, to check
+/// that both judge its system alike, or runs a catalogue system under its own business.
+pub struct WithDomain {
+    system: std::sync::Arc<dyn System>,
+    domain: std::sync::Arc<dyn Domain>,
+}
+
+impl std::fmt::Debug for WithDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithDomain")
+            .field("system", &self.system.name())
+            .field("domain", &self.domain.name())
+            .finish()
+    }
+}
+
+impl WithDomain {
+    /// `system`, judged in `domain`.
+    pub fn new(system: std::sync::Arc<dyn System>, domain: std::sync::Arc<dyn Domain>) -> WithDomain {
+        WithDomain { system, domain }
+    }
+}
+
+impl System for WithDomain {
+    fn name(&self) -> &str {
+        self.system.name()
+    }
+    fn description(&self) -> &str {
+        self.system.description()
+    }
+    fn domain(&self) -> std::sync::Arc<dyn Domain> {
+        std::sync::Arc::clone(&self.domain)
+    }
+    fn workflows(&self) -> Workflows {
+        self.system.workflows()
+    }
+    fn set_up(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        self.system.set_up(connection, fixtures)
+    }
+    fn sets_up_in_two_parts(&self) -> bool {
+        self.system.sets_up_in_two_parts()
+    }
+    fn set_up_schema(&self, connection: &rusqlite::Connection) -> Result<(), DbError> {
+        self.system.set_up_schema(connection)
+    }
+    fn load_fixtures(&self, connection: &rusqlite::Connection, fixtures: &Fixtures) -> Result<(), DbError> {
+        self.system.load_fixtures(connection, fixtures)
+    }
+    fn tables(&self) -> Option<Tables> {
+        self.system.tables()
+    }
+    fn handle_delivery(
+        &self,
+        env: Rc<dyn Env>,
+        delivery: WebhookDelivery,
+    ) -> LocalBoxFuture<'static, Answer> {
+        self.system.handle_delivery(env, delivery)
+    }
+    fn run_relay_worker(&self, env: Rc<dyn Env>, settings: RelaySettings) -> LocalBoxFuture<'static, ()> {
+        self.system.run_relay_worker(env, settings)
+    }
+    fn purge_receipts(&self, env: Rc<dyn Env>, older_than_ms: i64) -> LocalBoxFuture<'static, ()> {
+        self.system.purge_receipts(env, older_than_ms)
+    }
+    fn requeue_dead_obligations(&self, env: Rc<dyn Env>) -> LocalBoxFuture<'static, ()> {
+        self.system.requeue_dead_obligations(env)
+    }
+    fn commits_after_answer(&self) -> bool {
+        self.system.commits_after_answer()
+    }
+    fn busy_timeout_ms(&self) -> i64 {
+        self.system.busy_timeout_ms()
+    }
+    fn body_bytes_max(&self) -> usize {
+        self.system.body_bytes_max()
+    }
+    fn observed_tables(&self) -> &[&'static str] {
+        self.system.observed_tables()
+    }
+    fn decode_row(&self, table: &str, values: &[Value]) -> Result<ObservedRow, String> {
+        self.system.decode_row(table, values)
+    }
+}

@@ -264,7 +264,8 @@ impl ServiceDescription {
         let directory = directory
             .canonicalize()
             .map_err(|error| format!("{shown}: cannot resolve its directory: {error}"))?;
-        let domain = domain_named(&file.domain).map_err(|message| format!("{shown}: domain: {message}"))?;
+        let domain = domain_named(&file.domain, &directory)
+            .map_err(|message| format!("{shown}: domain: {message}"))?;
         let schema_path = directory.join(&file.database.schema);
         let schema_sql = std::fs::read_to_string(&schema_path).map_err(|error| {
             format!(
@@ -365,14 +366,19 @@ impl ServiceDescription {
     }
 }
 
-/// The built-in domain called `name`.
-fn domain_named(name: &str) -> Result<Arc<dyn Domain>, String> {
+/// The built-in domain called `name`, or the domain declared in the file `name` names (a path
+/// ending in `.toml`, from `directory`).
+fn domain_named(name: &str, directory: &Path) -> Result<Arc<dyn Domain>, String> {
+    if name.ends_with(".toml") {
+        let declared = commitgap_sim::domain::declared::DeclaredDomain::load(&directory.join(name))?;
+        return Ok(Arc::new(declared));
+    }
     let payments = commitgap_sim::domain::payments();
     if name == payments.name() {
         return Ok(payments);
     }
     Err(format!(
-        "{name:?} is not a built-in domain; the built-in ones are: {}",
+        "{name:?} is neither a built-in domain ({}) nor a domain file ending in .toml",
         payments.name()
     ))
 }

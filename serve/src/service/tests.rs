@@ -149,6 +149,11 @@ fn bad_descriptions() -> Vec<(&'static str, String, &'static str)> {
             "payments",
         ),
         (
+            "a domain file that is not there",
+            GOOD.replace("domain = \"payments\"", "domain = \"parcels.toml\""),
+            "parcels.toml",
+        ),
+        (
             "an unknown placeholder",
             GOOD.replace("{retention_ms}", "{retention}"),
             "{retention}",
@@ -196,6 +201,12 @@ fn bad_descriptions() -> Vec<(&'static str, String, &'static str)> {
             GOOD.replace("[environment]", "ready_path = \"healthz\"\n\n[environment]"),
             "ready_path",
         ),
+    ]
+}
+
+/// The rest of [`bad_descriptions`]: names and the environment.
+fn bad_names() -> Vec<(&'static str, String, &'static str)> {
+    vec![
         (
             "a name with a slash",
             GOOD.replace("name = \"tiny\"", "name = \"a/b\""),
@@ -211,7 +222,7 @@ fn bad_descriptions() -> Vec<(&'static str, String, &'static str)> {
 
 #[test]
 fn every_bad_description_is_said_in_one_line_that_names_what_to_fix() {
-    for (what, text, says) in &bad_descriptions() {
+    for (what, text, says) in bad_descriptions().iter().chain(&bad_names()) {
         let error = load(text).expect_err(what);
         assert!(!error.contains('\n'), "{what}: more than one line: {error}");
         assert!(error.contains(says), "{what}: {error:?} does not say {says:?}");
@@ -296,5 +307,24 @@ fn set_up_loads_fixtures_and_refuses_a_mapped_column_the_schema_lacks() {
     assert!(
         error.contains("database.subject: no value for :amount"),
         "{error}"
+    );
+}
+
+#[test]
+fn a_domain_declared_in_a_file_beside_the_description_is_the_services_domain() {
+    let path = written(
+        &GOOD.replace("domain = \"payments\"", "domain = \"shop-domain.toml\""),
+        SCHEMA,
+    );
+    let declared = include_str!("../../../examples/domains/payments.toml");
+    std::fs::write(path.with_file_name("shop-domain.toml"), declared).unwrap();
+    let description = ServiceDescription::load(&path).unwrap();
+    let domain = description.domain();
+    assert_eq!(domain.name(), "payments");
+    assert!(
+        domain
+            .rules()
+            .iter()
+            .any(|rule| rule.contains("payment (payment.succeeded) moves awaiting_payment -> paid"))
     );
 }

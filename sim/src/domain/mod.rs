@@ -11,7 +11,8 @@
 //! The domain-generic invariants compare what a system did with the model.
 //!
 //! [`payments`](mod@payments) is the reference's domain and the default; a team brings its own by implementing
-//! [`Domain`] and returning it from [`crate::system::System::domain`].
+//! [`Domain`] and returning it from [`crate::system::System::domain`], or by declaring it in a
+//! TOML file that [`declared`] reads.
 //!
 //! [`check_domain`] checks a domain's own consistency before any system runs (its draws, its
 //! model, its transitions, the bodies it makes for the attacker), so a sweep never blames a
@@ -22,6 +23,7 @@
 //! at the database: the model is a function of the workload alone.
 
 mod check;
+pub mod declared;
 pub mod payments;
 
 pub use check::{DEFAULT_CASES, PROPERTIES, check_domain, check_domain_with};
