@@ -3,7 +3,7 @@
 //!
 //! It keeps each idempotency key with the effect it performed, forgets keys once they are older
 //! than their lifetime (so that a retry after that performs a second effect, as real providers
-//! do), answers 409 while a request with the key is in progress, and, each at a drawn rate, acts
+//! do) while a lookup still finds the effect in its permanent record, answers 409 while a request with the key is in progress, and, each at a drawn rate, acts
 //! slowly (after the caller's timeout, so the caller cannot tell), or acts and loses its reply
 //! (the connection is held until the caller gave up). Every effect goes to a ledger that
 //! `GET /ledger` returns, which is what a live check judges.
@@ -266,17 +266,14 @@ async fn lookup(State(double): State<ProviderDouble>, headers: HeaderMap) -> (St
             "an Idempotency-Key header is required".to_owned(),
         );
     };
-    let now_ms = now_ms();
+    // A lookup reads the permanent record of effects, as the simulator's provider does, not the
+    // store of keys that forgets them at their lifetime: that is how a relay reconciles an old
+    // obligation after the provider forgot its key.
     let ledger = double.lock();
-    let lifetime_ms = ledger.misbehaviour.key_lifetime_ms;
-    match ledger
-        .keys
-        .get(&key)
-        .filter(|stored| stored.at_ms + lifetime_ms > now_ms)
-    {
-        Some(stored) => (
+    match ledger.effects.iter().find(|effect| effect.idempotency_key == key) {
+        Some(effect) => (
             StatusCode::OK,
-            serde_json::json!({"effect_id": stored.effect_id}).to_string(),
+            serde_json::json!({"effect_id": effect.effect_id}).to_string(),
         ),
         None => (StatusCode::NOT_FOUND, "no effect under this key".to_owned()),
     }

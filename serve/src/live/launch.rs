@@ -40,13 +40,13 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    /// The receiver called `name`, listening at `address`.
-    pub fn receiver(&self, fleet: &Fleet, name: &str, address: SocketAddr) -> Result<Launch, String> {
+    /// A receiver listening at `address`.
+    pub fn receiver(&self, fleet: &Fleet, address: SocketAddr) -> Result<Launch, String> {
         if let Some(service) = &self.service {
             let mut values = self.values();
             values.insert("port", address.port().to_string());
             values.insert("listen", address.to_string());
-            return service.description().launch(Role::Receiver, name, &values);
+            return service.description().launch(Role::Receiver, &values);
         }
         let mut arguments = strings(&[
             "run",
@@ -65,10 +65,10 @@ impl Launcher {
         Ok(fleet.copy(arguments))
     }
 
-    /// The relay worker called `name`.
-    pub fn relay(&self, fleet: &Fleet, name: &str) -> Result<Launch, String> {
+    /// A relay worker.
+    pub fn relay(&self, fleet: &Fleet) -> Result<Launch, String> {
         if let Some(service) = &self.service {
-            return service.description().launch(Role::Relay, name, &self.values());
+            return service.description().launch(Role::Relay, &self.values());
         }
         let mut arguments = strings(&[
             "relay",
@@ -85,12 +85,12 @@ impl Launcher {
         Ok(fleet.copy(arguments))
     }
 
-    /// One run of the purge job, called `name`, deleting receipts older than `retention_ms`.
-    pub fn purge(&self, fleet: &Fleet, name: &str, retention_ms: i64) -> Result<Launch, String> {
+    /// One run of the purge job, deleting receipts older than `retention_ms`.
+    pub fn purge(&self, fleet: &Fleet, retention_ms: i64) -> Result<Launch, String> {
         if let Some(service) = &self.service {
             let mut values = self.values();
             values.insert("retention_ms", retention_ms.to_string());
-            return service.description().launch(Role::Purge, name, &values);
+            return service.description().launch(Role::Purge, &values);
         }
         Ok(fleet.copy(strings(&[
             "purge",
@@ -107,7 +107,7 @@ impl Launcher {
             Some(service) if !service.description().has(Role::Requeue) => Ok(None),
             Some(service) => service
                 .description()
-                .launch(Role::Requeue, "operator", &self.values())
+                .launch(Role::Requeue, &self.values())
                 .map(Some),
             None => Ok(Some(fleet.copy(strings(&[
                 "requeue",

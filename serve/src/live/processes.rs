@@ -35,6 +35,9 @@ pub struct Fleet {
     leading: Vec<String>,
     logs: PathBuf,
     members: Vec<Member>,
+    /// How many times each name has been started: the name of a start after the first carries
+    /// its number (`relay-1#2`).
+    starts: std::collections::BTreeMap<String, u32>,
 }
 
 impl Fleet {
@@ -46,6 +49,7 @@ impl Fleet {
             leading,
             logs: logs.to_owned(),
             members: Vec::new(),
+            starts: std::collections::BTreeMap::new(),
         }
     }
 
@@ -80,17 +84,29 @@ impl Fleet {
             log,
             job,
         };
-        member.child = Some(self.spawn(&member)?);
+        let start = self.next_start(name);
+        member.child = Some(self.spawn(&member, &start)?);
         self.members.push(member);
         Ok(self.members.len() - 1)
     }
 
-    fn spawn(&self, member: &Member) -> Result<Child, String> {
+    /// The name of the next start of `name`: the name itself, then `name#2`, `name#3`, ...
+    fn next_start(&mut self, name: &str) -> String {
+        let count = self.starts.entry(name.to_owned()).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            name.to_owned()
+        } else {
+            format!("{name}#{count}")
+        }
+    }
+
+    fn spawn(&self, member: &Member, start: &str) -> Result<Child, String> {
         let log = open_log(&member.log)?;
         let error_log = log
             .try_clone()
             .map_err(|error| format!("{}: {error}", member.log.display()))?;
-        let launch = &member.launch;
+        let launch = &member.launch.named(start);
         let mut command = Command::new(&launch.program);
         command
             .args(&launch.arguments)
@@ -148,7 +164,9 @@ impl Fleet {
         if self.members[index].child.is_some() {
             return Ok(());
         }
-        let child = self.spawn(&self.members[index])?;
+        let name = self.members[index].name.clone();
+        let start = self.next_start(&name);
+        let child = self.spawn(&self.members[index], &start)?;
         self.members[index].child = Some(child);
         Ok(())
     }
@@ -301,4 +319,41 @@ fn open_log(path: &Path) -> Result<File, String> {
         .append(true)
         .open(path)
         .map_err(|error| format!("cannot write {}: {error}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Fleet;
+    use crate::service::Launch;
+
+    #[test]
+    fn each_start_of_a_name_has_a_name_of_its_own() {
+        let logs = std::env::temp_dir().join(format!("commitgap-fleet-{}", std::process::id()));
+        std::fs::create_dir_all(&logs).unwrap();
+        let mut fleet = Fleet::new("sh".into(), Vec::new(), &logs);
+        let launch = Launch {
+            program: "sh".to_owned(),
+            arguments: vec![
+                "-c".to_owned(),
+                format!("echo started as {}", Launch::PROCESS_NAME),
+            ],
+            environment: vec![("COMMITGAP_PROCESS".to_owned(), Launch::PROCESS_NAME.to_owned())],
+            directory: ".".into(),
+        };
+        let first = fleet.start_job("purge", launch.clone()).unwrap();
+        assert!(fleet.wait_for(first, Duration::from_secs(10)).is_some());
+        fleet.restart(first).unwrap();
+        assert!(fleet.wait_for(first, Duration::from_secs(10)).is_some());
+        let second = fleet.start_job("purge", launch).unwrap();
+        assert!(fleet.wait_for(second, Duration::from_secs(10)).is_some());
+        let log = std::fs::read_to_string(logs.join("purge.log")).unwrap();
+        let names: Vec<&str> = log.lines().collect();
+        assert_eq!(
+            names,
+            ["started as purge", "started as purge#2", "started as purge#3"]
+        );
+        std::fs::remove_dir_all(&logs).unwrap();
+    }
 }

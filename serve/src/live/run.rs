@@ -177,7 +177,7 @@ impl Live<'_> {
         for number in 1..=self.options.args.receivers {
             let address = free_address()?;
             let name = format!("receiver-{number}");
-            let launch = self.launcher.receiver(&self.fleet, &name, address)?;
+            let launch = self.launcher.receiver(&self.fleet, address)?;
             let index = self.fleet.start(&name, launch)?;
             self.wait_until_ready(index, address)?;
             self.processes.push(index);
@@ -185,7 +185,7 @@ impl Live<'_> {
         }
         for number in 1..=self.options.args.relay_workers {
             let name = format!("relay-{number}");
-            let launch = self.launcher.relay(&self.fleet, &name)?;
+            let launch = self.launcher.relay(&self.fleet)?;
             let index = self.fleet.start(&name, launch)?;
             if let Some(status) = self.fleet.wait_for(index, Duration::from_millis(300)) {
                 return Err(format!(
@@ -418,7 +418,7 @@ impl Live<'_> {
     /// keep every pause within its promised length.
     fn purge(&mut self, retention_ms: i64, early: bool) -> Result<(), String> {
         let name = if early { "early-purge" } else { "purge" };
-        let launch = self.launcher.purge(&self.fleet, name, retention_ms)?;
+        let launch = self.launcher.purge(&self.fleet, retention_ms)?;
         let index = self.fleet.start_job(name, launch)?;
         self.jobs.push((index, Instant::now() + JOB_BOUND));
         if early {

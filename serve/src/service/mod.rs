@@ -62,6 +62,29 @@ pub enum Role {
     Requeue,
 }
 
+impl Launch {
+    /// Stands for the name of one start of the process in a [`Launch`]'s arguments and
+    /// environment, until it starts: each start gets a name of its own (`relay-1`, after a
+    /// restart `relay-1#2`), so that two incarnations of one worker are two processes to the
+    /// journal and the lease rules, as the simulator's crashes make them.
+    pub const PROCESS_NAME: &'static str = "\u{1}commitgap-process\u{1}";
+
+    /// This launch for the start called `name`.
+    pub fn named(&self, name: &str) -> Launch {
+        let fill = |text: &String| text.replace(Launch::PROCESS_NAME, name);
+        Launch {
+            program: fill(&self.program),
+            arguments: self.arguments.iter().map(fill).collect(),
+            environment: self
+                .environment
+                .iter()
+                .map(|(variable, value)| (variable.clone(), fill(value)))
+                .collect(),
+            directory: self.directory.clone(),
+        }
+    }
+}
+
 impl Role {
     /// The role's key in `[commands]`.
     pub fn name(self) -> &'static str {
@@ -333,14 +356,12 @@ impl ServiceDescription {
         Arc::new(DescribedSystem::new(self.clone()))
     }
 
-    /// The process of `role` called `process`, with `values` for the placeholders (`process`
-    /// is added). `Err` when the description has no command for the role or a value is missing.
-    pub fn launch(
-        &self,
-        role: Role,
-        process: &str,
-        values: &BTreeMap<&str, String>,
-    ) -> Result<Launch, String> {
+    /// The process of `role`, with `values` for the placeholders; `{process}` and
+    /// `COMMITGAP_PROCESS` stay [`Launch::PROCESS_NAME`] until a start names them
+    /// ([`Launch::named`]). `Err` when the description has no command for the role or a value
+    /// is missing.
+    pub fn launch(&self, role: Role, values: &BTreeMap<&str, String>) -> Result<Launch, String> {
+        let process = Launch::PROCESS_NAME;
         let command = self
             .commands
             .get(&role)

@@ -86,7 +86,10 @@ fn a_good_description_fills_its_placeholders_for_each_role() {
         ("settings_file", "/tmp/settings.json".to_owned()),
         ("provider_url", "http://127.0.0.1:9".to_owned()),
     ]);
-    let receiver = description.launch(Role::Receiver, "receiver-1", &values).unwrap();
+    let receiver = description
+        .launch(Role::Receiver, &values)
+        .map(|launch| launch.named("receiver-1"))
+        .unwrap();
     assert_eq!(receiver.program, "python3");
     assert_eq!(
         receiver.arguments,
@@ -109,23 +112,36 @@ fn a_good_description_fills_its_placeholders_for_each_role() {
             .environment
             .contains(&("SVC_SETTINGS".to_owned(), "/tmp/settings.json".to_owned()))
     );
-    let relay = description.launch(Role::Relay, "relay-2", &values).unwrap();
+    let relay = description
+        .launch(Role::Relay, &values)
+        .map(|launch| launch.named("relay-2"))
+        .unwrap();
     assert_eq!(relay.arguments[3], "relay-2");
-    assert!(description.launch(Role::Requeue, "operator", &values).is_err());
+    assert!(
+        description
+            .launch(Role::Requeue, &values)
+            .map(|launch| launch.named("operator"))
+            .is_err()
+    );
 }
 
 #[test]
 fn braces_doubled_stand_for_themselves() {
     let description =
         load(&GOOD.replace(r#""--name", "{process}""#, r#""--name", "{{x}}-{process}""#)).unwrap();
-    let relay = description.launch(Role::Relay, "relay-1", &BTreeMap::new());
+    let relay = description
+        .launch(Role::Relay, &BTreeMap::new())
+        .map(|launch| launch.named("relay-1"));
     // The relay also names {provider_url}, which this call gives no value: that is said.
     assert!(relay.unwrap_err().contains("{provider_url}"));
     let values = BTreeMap::from([
         ("provider_url", "u".to_owned()),
         ("settings_file", "s".to_owned()),
     ]);
-    let relay = description.launch(Role::Relay, "relay-1", &values).unwrap();
+    let relay = description
+        .launch(Role::Relay, &values)
+        .map(|launch| launch.named("relay-1"))
+        .unwrap();
     assert_eq!(relay.arguments[3], "{x}-relay-1");
 }
 
