@@ -7,8 +7,8 @@ mod scratch;
 use std::sync::Arc;
 
 use commitgap_sim::explore::{BoundaryMeasure, ExploreOptions, ExploreReport, Sometimes, Steering, explore};
-use commitgap_sim::run::{Backend, Registry, RunOptions, run_seed};
-use commitgap_sim::sweep::{SeedFile, StopFlag};
+use commitgap_sim::run::{RunOptions, run_seed};
+use commitgap_sim::sweep::SeedFile;
 use commitgap_sim::system::System;
 use commitgap_sim::systems;
 
@@ -16,20 +16,9 @@ use scratch::Scratch;
 
 fn options(system: Arc<dyn System>, seed: u64, runs: u64) -> ExploreOptions {
     ExploreOptions {
-        system,
         seed,
-        runs: Some(runs),
-        time: None,
-        jobs: 2,
-        backend: Backend::Memdb,
-        every_fault: false,
-        shape: Default::default(),
-        registry: Arc::new(Registry::default()),
-        steering: Default::default(),
-        corpus_dir: None,
-        seeds_dir: None,
         max_failures: Some(1),
-        stop: StopFlag::new(),
+        ..ExploreOptions::new(system, runs)
     }
 }
 

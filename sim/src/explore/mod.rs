@@ -82,6 +82,30 @@ pub struct ExploreOptions {
     pub stop: StopFlag,
 }
 
+impl ExploreOptions {
+    /// Exploring `system` from seed 0 for `runs` runs on two threads, in memory, with the
+    /// default workload, registry and steering, no corpus, no seed files and no limit on
+    /// failures: change the fields a caller needs, as with any struct.
+    pub fn new(system: Arc<dyn System>, runs: u64) -> ExploreOptions {
+        ExploreOptions {
+            system,
+            seed: 0,
+            runs: Some(runs),
+            time: None,
+            jobs: 2,
+            backend: Backend::Memdb,
+            every_fault: false,
+            shape: WorkloadShape::default(),
+            registry: Arc::new(Registry::default()),
+            steering: Steering::default(),
+            corpus_dir: None,
+            seeds_dir: None,
+            max_failures: None,
+            stop: StopFlag::new(),
+        }
+    }
+}
+
 impl std::fmt::Debug for ExploreOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExploreOptions")
