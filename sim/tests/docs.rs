@@ -34,13 +34,14 @@ use commitgap_sim::sweep::Situation;
 use commitgap_sim::systems;
 
 /// The files this test reads, from the checkout's root.
-const DOCS: [&str; 6] = [
+const DOCS: [&str; 7] = [
     "README.md",
     "docs/guide.md",
     "docs/extending.md",
     "docs/reference.md",
     "docs/power.md",
     "docs/internals.md",
+    "docs/services.md",
 ];
 
 /// The README's most lines: past this it is no longer a page a newcomer reads to the end.
