@@ -273,3 +273,28 @@ fn a_killed_check_leaves_none_of_the_services_processes_behind() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn the_contract_names_what_judges_the_service_and_checks_its_domain() {
+    let directory = Scratch::new("service", "contract");
+    let service = write(&directory, &description("reference"), SCHEMA_SQL);
+    let output = Command::new(CHECK)
+        .arg("--service")
+        .arg(&service)
+        .arg("--contract")
+        .output()
+        .unwrap();
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("contract of described-reference (payments domain"),
+        "{printed}"
+    );
+    assert!(printed.contains("one-effect-per-operation"), "{printed}");
+    assert!(printed.contains("domain check: payments keeps"), "{printed}");
+    let missing = Command::new(CHECK)
+        .args(["--service", "/nowhere/service.toml", "--contract"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}

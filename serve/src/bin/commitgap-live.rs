@@ -17,12 +17,19 @@ struct Arguments {
     /// tables read, its domain. See docs/services.md
     #[arg(long, value_name = "FILE")]
     service: PathBuf,
+    /// Print the contract the service is held to (every invariant that judges it, its domain's
+    /// rules, what its description keeps from judging) and check its domain, instead of running
+    #[arg(long)]
+    contract: bool,
     #[command(flatten)]
     live: LiveArgs,
 }
 
 fn main() {
     let arguments = Arguments::parse();
+    if arguments.contract {
+        std::process::exit(commitgap_serve::live::print_contract(&arguments.service));
+    }
     std::process::exit(commitgap_serve::live::main_service(
         &arguments.service,
         &arguments.live,

@@ -223,6 +223,69 @@ pub fn main_service(path: &std::path::Path, args: &LiveArgs) -> i32 {
     }
 }
 
+/// Prints the contract the service described at `path` is held to: every invariant that judges
+/// it, its domain's rules, what its description keeps from judging, and whether its domain keeps
+/// its own properties on drawn workloads ([`commitgap_sim::domain::check_domain`], which a
+/// domain written in a file may not). Exit 0, 1 when the domain check fails, 2 for a description
+/// that cannot be read.
+pub fn print_contract(path: &std::path::Path) -> i32 {
+    let description = match ServiceDescription::load(path) {
+        Ok(description) => description,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
+    let service = description.system();
+    let domain = service.domain();
+    let without = service.not_judged().into_iter().map(|(name, _)| name).collect();
+    let choice = commitgap_sim::invariants::InvariantChoice { only: None, without };
+    let judging = commitgap_sim::run::Registry::default().judging(&*domain, service.workflows(), &choice);
+    let (judging, left_out) = match judging {
+        Ok(judging) => judging,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
+    println!(
+        "contract of {} ({} domain: {})",
+        service.name(),
+        domain.name(),
+        domain.description()
+    );
+    for invariant in &judging {
+        println!(
+            "{:<9} {:<42} {}",
+            invariant.kind().name(),
+            invariant.name(),
+            invariant.description()
+        );
+    }
+    for rule in domain.rules() {
+        println!("{:<9} {:<42} {rule}", "rule", domain.name());
+    }
+    for (name, why) in service.not_judged().into_iter().chain(left_out) {
+        println!("not checked: {name}, since {why}");
+    }
+    println!("live judges what it can see from outside the processes; its report lists the rest");
+    match commitgap_sim::domain::check_domain(&*domain) {
+        Ok(()) => {
+            println!(
+                "domain check: {} keeps {} on {} drawn workloads",
+                domain.name(),
+                commitgap_sim::domain::PROPERTIES.join(", "),
+                commitgap_sim::domain::DEFAULT_CASES
+            );
+            0
+        }
+        Err(why) => {
+            println!("domain check: FAILED: {why}");
+            1
+        }
+    }
+}
+
 fn run_and_report(system: &Arc<dyn System>, added: &[Arc<dyn Invariant>], options: &Options) -> i32 {
     match run::run(system, added, options) {
         Ok(outcome) => match outcome.write() {

@@ -337,10 +337,7 @@ fn a_domain_declared_in_a_file_beside_the_description_is_the_services_domain() {
     let description = ServiceDescription::load(&path).unwrap();
     let domain = description.domain();
     assert_eq!(domain.name(), "payments");
-    assert!(
-        domain
-            .rules()
-            .iter()
-            .any(|rule| rule.contains("payment (payment.succeeded) moves awaiting_payment -> paid"))
-    );
+    assert!(domain.rules().iter().any(|rule| {
+        rule.contains("payment (payment.succeeded) moves awaiting_payment -> paid, owing fulfill")
+    }));
 }

@@ -328,24 +328,30 @@ impl Domain for DeclaredDomain {
     fn rules(&self) -> Vec<String> {
         let mut rules = self.rules.clone();
         for (kind, event) in &self.events {
-            let from = if event.from.is_empty() {
-                "no state".to_owned()
+            let sets = if event.sets_newest.is_empty() {
+                String::new()
             } else {
-                event.from.join(" | ")
+                format!(
+                    "; it sets {} when newer by creation time, wherever the entity stands",
+                    event.sets_newest.join(", ")
+                )
             };
-            let to = event.to.as_deref().unwrap_or("the same state");
             let owes = event
                 .owes
                 .as_ref()
                 .map(|owes| format!(", owing {owes}"))
                 .unwrap_or_default();
-            rules.push(format!(
-                "{kind} ({}) moves {from} -> {to}{owes}; elsewhere it is taken and changes nothing",
-                event.wire_type
-            ));
+            let moves = match (&event.to, event.from.is_empty()) {
+                (Some(to), false) => format!(
+                    "moves {} -> {to}{owes}, and elsewhere is taken and changes no state",
+                    event.from.join(" | ")
+                ),
+                _ => "moves no entity".to_owned(),
+            };
+            rules.push(format!("{kind} ({}) {moves}{sets}", event.wire_type));
         }
         rules.push(format!(
-            "an event for an account or a {} that does not exist is refused with 422 and leaves no receipt",
+            "an event for an unknown account or {} is refused with 422 and leaves no receipt",
             self.subject_key
         ));
         rules
