@@ -341,3 +341,44 @@ fn a_domain_declared_in_a_file_beside_the_description_is_the_services_domain() {
         rule.contains("payment (payment.succeeded) moves awaiting_payment -> paid, owing fulfill")
     }));
 }
+
+/// The complete example in docs/services.md is a description that loads and sets up a
+/// database whose rows read back, so the page a team copies from cannot rot.
+#[test]
+fn the_documented_example_loads_and_sets_up_its_database() {
+    use commitgap_sim::system::{Fixtures, SubjectFixture, System};
+    let page = include_str!("../../../docs/services.md");
+    let example: String = page
+        .lines()
+        .skip_while(|line| *line != "```toml")
+        .skip(1)
+        .take_while(|line| !line.starts_with("```"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let schema = "
+        CREATE TABLE accounts (account TEXT PRIMARY KEY, tenant TEXT NOT NULL);
+        CREATE TABLE processed_events (account TEXT, event_id TEXT, received_ms INTEGER, UNIQUE (account, event_id));
+        CREATE TABLE outbox (operation_key TEXT UNIQUE, payload TEXT, status TEXT, lease_owner TEXT,
+            lease_token INTEGER, lease_expires_ms INTEGER, next_attempt_ms INTEGER, dead_reason TEXT);
+        CREATE TABLE orders (tenant TEXT, order_id TEXT, status TEXT, amount_cents INTEGER);
+    ";
+    let description = ServiceDescription::load(&written(&example, schema)).unwrap();
+    assert_eq!(description.name, "python-shop");
+    assert!(description.has(Role::Requeue));
+    let system = description.system();
+    assert!(system.not_judged().is_empty(), "the example maps every column");
+    let fixtures = Fixtures {
+        accounts: vec![("acct-a".to_owned(), "tenant-a".to_owned())],
+        subjects: vec![SubjectFixture::new("tenant-a", "order-1").with("amount_cents", 700)],
+    };
+    let connection = commitgap_sim::rusqlite::Connection::open_in_memory().unwrap();
+    system.set_up(&connection, &fixtures).unwrap();
+    let status: String = connection
+        .query_row(
+            "SELECT status FROM orders WHERE order_id = 'order-1'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(status, "awaiting_payment");
+}
