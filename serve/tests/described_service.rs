@@ -175,7 +175,7 @@ fn a_service_that_cannot_run_exits_2_with_one_line() {
             ),
             SCHEMA_SQL.to_owned(),
             &[],
-            "receiver-1 did not start (exit status: 3): starting | no module named flask",
+            "receiver-1 did not start (exit status: 3): no module named flask | starting | no module named flask | starting | no module named flask (3 tries, each on a new port)",
         ),
         (
             "a receiver that never answers",

@@ -44,6 +44,15 @@ const PURGE_EVERY: Duration = Duration::from_secs(5);
 /// How long a purge or the operator's pass may run before it is killed.
 const JOB_BOUND: Duration = Duration::from_secs(30);
 
+/// How many times a receiver that exits while starting is started again on a new port.
+const START_ATTEMPTS: u32 = 3;
+
+/// Why a receiver is not ready: it exited, or it never answered, each with the message.
+enum Unready {
+    Exited(String),
+    Silent(String),
+}
+
 /// Something to do later: start a killed process again, or resume a paused one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Later {
@@ -175,11 +184,24 @@ pub fn run(
 impl Live<'_> {
     fn start_processes(&mut self, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
         for number in 1..=self.options.args.receivers {
-            let address = free_address()?;
             let name = format!("receiver-{number}");
-            let launch = self.launcher.receiver(&self.fleet, address)?;
-            let index = self.fleet.start(&name, launch)?;
-            self.wait_until_ready(index, address)?;
+            let mut attempt = 1;
+            let (index, address) = loop {
+                let address = free_address()?;
+                let launch = self.launcher.receiver(&self.fleet, address)?;
+                let index = self.fleet.start(&name, launch)?;
+                match self.wait_until_ready(index, address) {
+                    Ok(()) => break (index, address),
+                    // The port was free when it was chosen, and another program (another check
+                    // on this machine) may take it before the receiver binds it: a receiver that
+                    // exits while starting is given a new port, a few times, before that counts.
+                    Err(Unready::Exited(_)) if attempt < START_ATTEMPTS => attempt += 1,
+                    Err(Unready::Exited(why)) => {
+                        return Err(format!("{why} ({attempt} tries, each on a new port)"));
+                    }
+                    Err(Unready::Silent(why)) => return Err(why),
+                }
+            };
             self.processes.push(index);
             self.proxies.push(runtime.block_on(Proxy::start(address))?);
         }
@@ -199,7 +221,7 @@ impl Live<'_> {
     }
 
     /// Waits until the receiver at `address` answers `/healthz`, or says why it will not.
-    fn wait_until_ready(&mut self, index: usize, address: SocketAddr) -> Result<(), String> {
+    fn wait_until_ready(&mut self, index: usize, address: SocketAddr) -> Result<(), Unready> {
         let (path, bound_s) = self.launcher.readiness();
         let deadline = Instant::now() + Duration::from_secs(bound_s);
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(1)).build();
@@ -208,18 +230,19 @@ impl Live<'_> {
                 return Ok(());
             }
             if let Some(status) = self.fleet.wait_for(index, Duration::from_millis(50)) {
-                return Err(format!(
+                return Err(Unready::Exited(format!(
                     "{} did not start ({status}): {}",
                     self.fleet.name(index),
                     self.fleet.last_lines(index)
-                ));
+                )));
             }
             if Instant::now() >= deadline {
-                return Err(format!(
+                self.fleet.kill(index);
+                return Err(Unready::Silent(format!(
                     "{} did not answer {path} with 2xx within {bound_s} s: {}",
                     self.fleet.name(index),
                     self.fleet.last_lines(index)
-                ));
+                )));
             }
         }
     }
